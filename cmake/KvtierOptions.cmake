@@ -1,0 +1,12 @@
+# Compiler flags for kvtier's own targets. Third-party headers come in as SYSTEM includes through their
+# imported targets, so -Werror applies to our code only.
+function(kvtier_target_defaults target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow -Wnon-virtual-dtor
+                         -Wno-unused-parameter -Werror)
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+endfunction()
+
+if(KVTIER_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
