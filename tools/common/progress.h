@@ -26,6 +26,9 @@ class ProgressBar {
   bool enabled_;
   bool drawn_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
+  // The latest Update, drawn once more by the destructor if the rate limit skipped it.
+  uint64_t done_ = 0, total_ = 0;
+  bool latest_drawn_ = true;
 };
 
 }  // namespace kvtier
