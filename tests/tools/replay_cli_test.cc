@@ -1,0 +1,163 @@
+// `kvtier replay` as an operator meets it: argument errors (exit code 2, message names the flag),
+// trace errors (exit code 1, file:line), --json with the contract keys, --compare, --sweep files.
+// The subcommand runs in-process, parsed exactly as tools/kvtier_main.cc parses it.
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tools/replay/replay_command.h"
+
+namespace kvtier::replay {
+namespace {
+
+struct CliResult {
+  int exit_code = 0;
+  std::string out, err;
+};
+
+CliResult RunReplay(std::vector<std::string> args) {
+  args.insert(args.begin(), {"kvtier", "replay"});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  CLI::App app{"kvtier"};
+  app.require_subcommand(1);
+  CliResult result;
+  RegisterReplayCommand(app, &result.exit_code);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    result.exit_code = app.exit(e);
+  }
+  result.out = ::testing::internal::GetCapturedStdout();
+  result.err = ::testing::internal::GetCapturedStderr();
+  return result;
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Three requests sharing a two-block prefix, Mooncake format.
+std::string SmallTrace() {
+  return WriteFile("replay_cli_small.jsonl",
+                   R"({"timestamp": 0, "input_length": 1536, "output_length": 1, "hash_ids": [1, 2, 3]}
+{"timestamp": 1, "input_length": 1536, "output_length": 1, "hash_ids": [1, 2, 4]}
+{"timestamp": 2, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}
+)");
+}
+
+void ExpectUsageError(const std::vector<std::string>& args, const std::string& names) {
+  const CliResult r = RunReplay(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(names), std::string::npos) << "stderr: " << r.err;
+}
+
+TEST(ReplayCliTest, ArgumentErrorsExitTwoNamingTheFlag) {
+  const std::string trace = SmallTrace();
+  ExpectUsageError({"--capacity-blocks", "8"}, "--trace");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "lots"}, "--capacity-blocks");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "0"}, "--capacity-blocks");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--policy", "mru"}, "--policy");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--admission", "x"}, "--admission");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--format", "csv"}, "--format");
+  ExpectUsageError({"--trace", trace, "--capacity-bytes", "1GiB"}, "--block-bytes");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--compare", "lru,,opt"}, "--compare");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--read-gbps", "50,fast"}, "--read-gbps");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--prefill-tokens-per-s", "-1"},
+                   "--prefill-tokens-per-s");
+  ExpectUsageError({"--trace", trace}, "capacity");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--bogus"}, "--bogus");
+}
+
+TEST(ReplayCliTest, TierSpecErrorsNameTheTierAndTheKey) {
+  const std::string trace = SmallTrace();
+  ExpectUsageError({"--trace", trace, "--tier", "capacity=8", "--tier", "name=disk,capacity=8,polcy=lru"},
+                   "--tier #2 (disk): unknown key 'polcy'");
+  ExpectUsageError({"--trace", trace, "--tier", "name=T0,capacity=lots"}, "--tier #1 (T0): capacity");
+  ExpectUsageError({"--trace", trace, "--tier", "name=T0,policy=lru"}, "capacity is required");
+  ExpectUsageError({"--trace", trace, "--tier", "capacity=4,policy=opt", "--tier", "capacity=8"},
+                   "opt");
+  ExpectUsageError({"--trace", trace, "--tier", "capacity=8", "--capacity-blocks", "8"}, "exclusive");
+}
+
+TEST(ReplayCliTest, MalformedTraceExitsOneWithFileAndLine) {
+  const std::string bad = WriteFile("replay_cli_bad.jsonl",
+                                    "{\"timestamp\": 0, \"input_length\": 512, \"output_length\": 1, "
+                                    "\"hash_ids\": [1]}\n{\"timestamp\": oops}\n");
+  const CliResult r = RunReplay({"--trace", bad, "--capacity-blocks", "8"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(bad + ":2"), std::string::npos) << r.err;
+}
+
+TEST(ReplayCliTest, JsonHasTheContractKeys) {
+  const CliResult r = RunReplay({"--trace", SmallTrace(), "--capacity-blocks", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["requests"], 3);
+  EXPECT_EQ(j["block_refs"], 8);
+  EXPECT_EQ(j["unique_blocks"], 4);
+  EXPECT_DOUBLE_EQ(j["block_hit_ratio"].get<double>(), 4.0 / 8.0);
+  EXPECT_DOUBLE_EQ(j["prefix_hit_ratio"].get<double>(), 4.0 / 8.0);
+  EXPECT_EQ(j["tiers"].size(), 1u);
+}
+
+TEST(ReplayCliTest, TiersInBytesUseTheBlockSize) {
+  const CliResult r = RunReplay({"--trace", SmallTrace(), "--block-bytes", "1000", "--json",
+                                 "--tier", "name=hbm,capacity=2KB", "--tier",
+                                 "name=dram,capacity=50%,admission=second,read_gbps=40"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["tiers"].size(), 2u);
+  EXPECT_EQ(j["tiers"][0]["name"], "hbm");
+  EXPECT_EQ(j["tiers"][0]["capacity_blocks"], 2);
+  EXPECT_EQ(j["tiers"][1]["capacity_blocks"], 2);  // 50% of 4 unique blocks
+  EXPECT_EQ(j["tiers"][1]["admission"], "second");
+  EXPECT_DOUBLE_EQ(j["ttft"]["read_gbps"][1].get<double>(), 40.0);
+}
+
+TEST(ReplayCliTest, CompareRunsEveryPolicyIncludingOpt) {
+  const CliResult table = RunReplay({"--trace", SmallTrace(), "--capacity-blocks", "2",
+                                     "--compare", "lru,fifo,sieve,s3fifo,arc,opt"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const char* policy : {"lru", "fifo", "sieve", "s3fifo", "arc", "opt"}) {
+    EXPECT_NE(table.out.find(policy), std::string::npos) << table.out;
+  }
+  const CliResult json = RunReplay({"--trace", SmallTrace(), "--capacity-blocks", "2", "--compare",
+                                    "lru,opt", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_EQ(j["results"][1]["tiers"][0]["policy"], "opt");
+  EXPECT_GE(j["results"][1]["prefix_hit_ratio"].get<double>(),
+            j["results"][0]["prefix_hit_ratio"].get<double>());
+}
+
+TEST(ReplayCliTest, SweepWritesACsvAndAPng) {
+  const std::string prefix = ::testing::TempDir() + "/replay_cli_sweep";
+  const CliResult r = RunReplay({"--trace", SmallTrace(), "--sweep", "--sweep-out", prefix,
+                                 "--compare", "lru,s3fifo,opt", "--sweep-capacities", "1,2,4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream csv(prefix + ".csv");
+  std::string header, line;
+  ASSERT_TRUE(std::getline(csv, header));
+  EXPECT_EQ(header.rfind("policy,admission,capacity_blocks,capacity_fraction,", 0), 0u) << header;
+  int rows = 0;
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_EQ(rows, 9);  // 3 policies x 3 capacities
+  std::ifstream png(prefix + ".png", std::ios::binary);
+  char magic[4] = {};
+  png.read(magic, 4);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+  EXPECT_GT(std::filesystem::file_size(prefix + ".png"), 0u);
+}
+
+}  // namespace
+}  // namespace kvtier::replay
