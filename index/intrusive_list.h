@@ -41,7 +41,6 @@ class ListLinks {
  public:
   // Makes `id` addressable (unlinked if new).
   void EnsureId(uint32_t id) { GrowToFit(links_, id, Link{}); }
-  bool Has(uint32_t id) const { return id < links_.size(); }
 
  private:
   friend class IntrusiveList;

@@ -1,6 +1,18 @@
 // Internal to index/: one factory per eviction policy, each defined in its own .cc file and called by
 // MakeEvictionPolicy (eviction_policy.cc), which validates the config first. Each returns a policy
 // with the contract of eviction_policy.h; the per-policy rules for Evict are stated beside each.
+//
+// Calling convention the policies are tuned for (the replay tool's and a watermark tier's): on a miss,
+// Insert, then Evict while over capacity. The published algorithms make room first and insert after,
+// so SIEVE, S3-FIFO and ARC keep the latest Insert out of the running until the next successful Evict
+// (or any other call): their victims are then exactly the papers'. The latest block is chosen only
+// when no other resident block is acceptable. LRU and FIFO need no such care (the newest block is
+// their last choice anyway). Callers that evict first and insert after get correct, slightly
+// different victims (the previous newcomer may still be held back).
+//
+// Rejected blocks (can_evict false) are passed over untouched: not moved, not aged, bits not cleared.
+// The policies' own moves (SIEVE clearing visited bits, S3-FIFO promoting and reinserting, ARC
+// choosing a list) apply only to accepted blocks, so an Evict that rejects everything changes nothing.
 #pragma once
 
 #include <cstddef>
