@@ -1,13 +1,14 @@
-// Admission policies: "all", and "second", a doorkeeper in the manner of TinyLFU's (Einziger et al.):
-// the first attempt to write a key is only remembered; a second attempt within the window admits.
+// Admission policies: "all", and "second", a doorkeeper in the manner of TinyLFU's (Einziger et
+// al.): the first attempt to write a key is only remembered; a second attempt within the window
+// admits.
 //
 // The memory of "second" is two Bloom filters, the current and the previous generation, each sized
 // for half the window. An attempt is recorded in the current one; when it has taken half a window
 // of new keys, the previous one is dropped, the current one becomes the previous and a cleared
 // filter takes its place. So a recorded key is remembered for at least window/2 and at most
-// `window` later recorded keys, and memory is fixed at about 1.5 bytes per window block (12 bits per
-// key) instead of a hash set's ~20: it matters for an NVMe tier of tens of millions of blocks. The
-// price is a small false-positive rate (~1%) that admits some first attempts; a false negative
+// `window` later recorded keys, and memory is fixed at about 1.5 bytes per window block (12 bits
+// per key) instead of a hash set's ~20: it matters for an NVMe tier of tens of millions of blocks.
+// The price is a small false-positive rate (~1%) that admits some first attempts; a false negative
 // cannot happen. Hashing is a fixed mixer, never a per-process seed, so replays are reproducible.
 #include "index/admission_policy.h"
 
@@ -129,7 +130,8 @@ absl::Status AdmissionConfig::Validate() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<AdmissionPolicy>> MakeAdmissionPolicy(const AdmissionConfig& config) {
+absl::StatusOr<std::unique_ptr<AdmissionPolicy>> MakeAdmissionPolicy(
+    const AdmissionConfig& config) {
   KVTIER_RETURN_IF_ERROR(config.Validate());
   if (config.policy == "all") return std::make_unique<AdmitAll>();
   return std::make_unique<AdmitSecond>(config.window_blocks);

@@ -12,14 +12,14 @@
 //
 // The paper runs REPLACE inside the miss, after adapting p and before x enters T1/T2; callers of
 // this interface insert first and then evict while over capacity. So Insert does the paper's steps
-// up to REPLACE at once (adapt p, take the key out of its ghost list, trim the ghost lists as case IV
-// does) but links the block into T1/T2 only at the next call other than Evict or after the next Evict
-// that finds a victim among the older blocks; REPLACE compares p with |T1| without it, as the paper
-// does. Only when no older block may go is the pending block itself the victim.
+// up to REPLACE at once (adapt p, take the key out of its ghost list, trim the ghost lists as case
+// IV does) but links the block into T1/T2 only at the next call other than Evict or after the next
+// Evict that finds a victim among the older blocks; REPLACE compares p with |T1| without it, as the
+// paper does. Only when no older block may go is the pending block itself the victim.
 //
 // Ghost bounds (|T1| + |B1| <= c, all four lists <= 2c, counting the pending block) are restored by
 // dropping the oldest ghosts: B1's while |T1| + |B1| > c, then B2's (B1's once B2 is empty) while
-// the total exceeds 2c. When the caller keeps at most c blocks resident this is the paper's case IV.
+// the total exceeds 2c. With at most c blocks resident this is exactly the paper's case IV.
 //
 // With can_evict: a rejected block is passed over and keeps its place; if REPLACE's list has no
 // acceptable block the other list is tried. Nothing changes when every block is rejected.
@@ -37,8 +37,7 @@ enum List : uint8_t { kNone = 0, kT1 = 1, kT2 = 2 };
 
 class ArcPolicy final : public EvictionPolicy {
  public:
-  explicit ArcPolicy(size_t capacity_blocks)
-      : c_(capacity_blocks), t1_(&links_), t2_(&links_) {}
+  explicit ArcPolicy(size_t capacity_blocks) : c_(capacity_blocks), t1_(&links_), t2_(&links_) {}
 
   void Insert(BlockId id, uint64_t ghost_key) override;
   void Touch(BlockId id) override {
@@ -129,8 +128,10 @@ std::optional<BlockId> ArcPolicy::Evict(absl::FunctionRef<bool(BlockId)> can_evi
 
 std::optional<BlockId> ArcPolicy::Replace(absl::FunctionRef<bool(BlockId)> can_evict) {
   const auto t1 = static_cast<double>(t1_.size());
-  const bool from_t1 = !t1_.empty() && (t1 > p_ || (last_insert_hit_b2_ && t1 == p_) || t2_.empty());
-  std::optional<BlockId> victim = from_t1 ? EvictFrom(t1_, b1_, can_evict) : EvictFrom(t2_, b2_, can_evict);
+  const bool from_t1 =
+      !t1_.empty() && (t1 > p_ || (last_insert_hit_b2_ && t1 == p_) || t2_.empty());
+  std::optional<BlockId> victim =
+      from_t1 ? EvictFrom(t1_, b1_, can_evict) : EvictFrom(t2_, b2_, can_evict);
   if (!victim) victim = from_t1 ? EvictFrom(t2_, b2_, can_evict) : EvictFrom(t1_, b1_, can_evict);
   return victim;
 }

@@ -24,8 +24,8 @@ std::string_view EvictionPolicyNames() { return kNames; }
 absl::Status EvictionConfig::Validate() const {
   if (policy != "lru" && policy != "fifo" && policy != "sieve" && policy != "s3fifo" &&
       policy != "arc") {
-    return absl::InvalidArgumentError("eviction.policy: unknown policy '" + policy + "' (expected " +
-                                      std::string(kNames) + ")");
+    return absl::InvalidArgumentError("eviction.policy: unknown policy '" + policy +
+                                      "' (expected " + std::string(kNames) + ")");
   }
   if (capacity_blocks == 0) {
     return absl::InvalidArgumentError("eviction.capacity_blocks: must be > 0 (got 0)");

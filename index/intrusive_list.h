@@ -1,13 +1,13 @@
 // Internal to index/: the building blocks the eviction policies share.
 //
-// ListLinks + IntrusiveList: doubly linked lists threaded through arrays indexed by a dense id, so a
-// policy's per-block order costs 8 bytes per id and no allocation per operation (the arrays grow
+// ListLinks + IntrusiveList: doubly linked lists threaded through arrays indexed by a dense id, so
+// a policy's per-block order costs 8 bytes per id and no allocation per operation (the arrays grow
 // geometrically on demand and are never shrunk). Several lists may share one ListLinks (S3-FIFO's
 // small and main queues, ARC's T1 and T2) as long as an id is in at most one of them at a time.
 //
 // GhostQueue: a FIFO of 64-bit ghost keys (eviction_policy.h) with O(1) membership, removal by key
-// and drop-oldest, for S3-FIFO's ghost queue and ARC's B1/B2. Its slots are recycled, so once it has
-// reached its largest size it allocates nothing either.
+// and drop-oldest, for S3-FIFO's ghost queue and ARC's B1/B2. Its slots are recycled, so once it
+// has reached its largest size it allocates nothing either.
 //
 // Direction: "front" is the oldest end (the next victim of a FIFO, the LRU end), "back" the newest;
 // Next() walks from older to newer.
@@ -51,9 +51,9 @@ class ListLinks {
   std::vector<Link> links_;  // [id]
 };
 
-// One list over a ListLinks that outlives it. Preconditions (checked only by assert): PushBack takes an
-// id that is in no list sharing the links and was made addressable by EnsureId; Remove/MoveToBack take
-// an id in this list.
+// One list over a ListLinks that outlives it. Preconditions (checked only by assert): PushBack
+// takes an id that is in no list sharing the links and was made addressable by EnsureId;
+// Remove/MoveToBack take an id in this list.
 class IntrusiveList {
  public:
   explicit IntrusiveList(ListLinks* links) : links_(&links->links_) {}

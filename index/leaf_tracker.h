@@ -1,8 +1,8 @@
 // LeafTracker: which blocks resident in one tier are leaves in that tier, for the leaf-first
 // (prefix-aware) eviction mode (DESIGN.md "Prefix awareness").
 //
-// A child block is useless once its parent is gone, so a tier in leaf-first mode evicts a block only
-// when no child of it is resident in the same tier:
+// A child block is useless once its parent is gone, so a tier in leaf-first mode evicts a block
+// only when no child of it is resident in the same tier:
 //
 //   policy->Evict([&](BlockId id) { return tracker.IsLeaf(id) && !leased(id); });
 //
@@ -14,7 +14,8 @@
 //
 // Preconditions (checked only by assert):
 //   - Add takes an id that is not resident; Remove an id that is.
-//   - A parent id named by a resident child keeps naming the same block while the child is resident:
+//   - A parent id named by a resident child keeps naming the same block while the child is
+//   resident:
 //     the caller must not reuse a parent's id for another block before the children that name it
 //     have been removed from this tracker (or the new block would inherit their count).
 //   - No cycles (a block is not its own ancestor); prefix chains never have them.

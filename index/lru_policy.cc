@@ -1,6 +1,6 @@
 // LRU over an intrusive list: front = least recently used. Every operation is O(1) and touches two
-// or three array entries, which is what lets `kvtier replay` reach tens of millions of references per
-// second.
+// or three array entries, which is what lets `kvtier replay` reach tens of millions of references
+// per second.
 #include <cassert>
 
 #include "index/intrusive_list.h"

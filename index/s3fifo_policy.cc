@@ -9,23 +9,23 @@
 //       From S, oldest first: a block touched at least twice while in S (freq >= 2, the paper's
 //       "freq > 1") moves to the back of M with frequency 0; any other block is the victim and its
 //       ghost key goes to G.
-//       From M, oldest first: a block with frequency > 0 goes to the back with frequency - 1; a block
-//       with frequency 0 is the victim (it leaves no ghost).
+//       From M, oldest first: a block with frequency > 0 goes to the back with frequency - 1; a
+//       block with frequency 0 is the victim (it leaves no ghost).
 //
 // The paper makes room before a new block enters; callers of this interface insert first and then
-// evict while over capacity. So that the victims are the paper's, Insert decides the block's queue at
-// once (and takes its key out of G) but links it in only at the next call other than Evict or after
-// the next Evict that finds a victim among the older blocks; only when none of those may go is the
-// pending block itself the victim (leaving a ghost if it was bound for S).
+// evict while over capacity. So that the victims are the paper's, Insert decides the block's queue
+// at once (and takes its key out of G) but links it in only at the next call other than Evict or
+// after the next Evict that finds a victim among the older blocks; only when none of those may go
+// is the pending block itself the victim (leaving a ghost if it was bound for S).
 //
 // Unlike the paper we return one victim per call and let the caller decide when to call, so a block
 // moved from S to M never triggers a nested eviction of M: M may overshoot its target by the blocks
 // just moved, and the next call evicts from M because of that.
 //
-// With can_evict: a rejected block is passed over with no change at all (not moved, not aged). If the
-// preferred queue has no acceptable block, the other one is tried; each scan visits a block at most
-// once plus one visit per frequency unit spent, so a call costs O(1 + rejected) amortised and, when
-// every block is rejected, returns nullopt having changed nothing.
+// With can_evict: a rejected block is passed over with no change at all (not moved, not aged). If
+// the preferred queue has no acceptable block, the other one is tried; each scan visits a block at
+// most once plus one visit per frequency unit spent, so a call costs O(1 + rejected) amortised and,
+// when every block is rejected, returns nullopt having changed nothing.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -37,16 +37,16 @@
 namespace kvtier {
 namespace {
 
-constexpr uint8_t kMaxFreq = 3;          // 2-bit counter
-constexpr uint8_t kMoveToMainFreq = 2;   // the paper's "t.freq > 1"
+constexpr uint8_t kMaxFreq = 3;         // 2-bit counter
+constexpr uint8_t kMoveToMainFreq = 2;  // the paper's "t.freq > 1"
 
 enum Queue : uint8_t { kNone = 0, kSmall = 1, kMain = 2 };
 
 class S3FifoPolicy final : public EvictionPolicy {
  public:
-  S3FifoPolicy(size_t capacity_blocks, double small_fraction)
-      : small_(&links_), main_(&links_) {
-    auto small = static_cast<size_t>(std::floor(static_cast<double>(capacity_blocks) * small_fraction));
+  S3FifoPolicy(size_t capacity_blocks, double small_fraction) : small_(&links_), main_(&links_) {
+    auto small =
+        static_cast<size_t>(std::floor(static_cast<double>(capacity_blocks) * small_fraction));
     small = std::clamp<size_t>(small, 1, capacity_blocks);
     main_target_ = capacity_blocks - small;
     ghost_capacity_ = std::max<size_t>(main_target_, 1);
@@ -88,15 +88,15 @@ class S3FifoPolicy final : public EvictionPolicy {
   std::optional<BlockId> EvictMain(absl::FunctionRef<bool(BlockId)> can_evict);
 
   ListLinks links_;
-  IntrusiveList small_;          // S, oldest first
-  IntrusiveList main_;           // M, oldest first
-  GhostQueue ghost_;             // G
-  std::vector<uint8_t> queue_;   // [id] Queue
-  std::vector<uint8_t> freq_;    // [id] 0..kMaxFreq
-  std::vector<uint64_t> keys_;   // [id] ghost key
+  IntrusiveList small_;         // S, oldest first
+  IntrusiveList main_;          // M, oldest first
+  GhostQueue ghost_;            // G
+  std::vector<uint8_t> queue_;  // [id] Queue
+  std::vector<uint8_t> freq_;   // [id] 0..kMaxFreq
+  std::vector<uint64_t> keys_;  // [id] ghost key
   size_t main_target_ = 0;
   size_t ghost_capacity_ = 1;
-  uint32_t pending_ = kNoId;     // the latest Insert, not yet linked into its queue
+  uint32_t pending_ = kNoId;  // the latest Insert, not yet linked into its queue
 };
 
 void S3FifoPolicy::Insert(BlockId id, uint64_t ghost_key) {

@@ -8,9 +8,9 @@
 //
 // The paper makes room before a new block enters; callers of this interface insert first and then
 // evict while over capacity. So that the victims are the paper's, the latest Insert stays pending
-// (counted by Size(), not yet in the FIFO) until the next call other than Evict or the next Evict that
-// finds a victim among the older blocks; only when none of those may go is the pending block itself
-// the victim.
+// (counted by Size(), not yet in the FIFO) until the next call other than Evict or the next Evict
+// that finds a victim among the older blocks; only when none of those may go is the pending block
+// itself the victim.
 //
 // With can_evict: a rejected block is passed over with its visited bit untouched. After one lap the
 // hand has cleared every accepted block's bit, so the second lap finds a victim; if the first lap
@@ -71,10 +71,10 @@ class SievePolicy final : public EvictionPolicy {
   }
 
   ListLinks links_;
-  IntrusiveList order_;         // oldest insertion first
+  IntrusiveList order_;           // oldest insertion first
   std::vector<uint8_t> visited_;  // [id]: referenced since the hand last passed
-  uint32_t hand_ = kNoId;       // kNoId: start from the oldest
-  uint32_t pending_ = kNoId;    // the latest Insert, not yet in order_
+  uint32_t hand_ = kNoId;         // kNoId: start from the oldest
+  uint32_t pending_ = kNoId;      // the latest Insert, not yet in order_
 };
 
 std::optional<BlockId> SievePolicy::Evict(absl::FunctionRef<bool(BlockId)> can_evict) {

@@ -1,13 +1,13 @@
 // Admission policies: "all", and "second" (admit on the second attempt within a bounded window).
 #include "index/admission_policy.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace kvtier {
 namespace {

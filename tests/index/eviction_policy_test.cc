@@ -1,11 +1,14 @@
-// Eviction policies: hand-checked victim sequences for every policy, can_evict skipping, edge cases,
-// config validation, and a randomized consistency check against a shadow set.
+// Eviction policies: hand-checked victim sequences for every policy, can_evict skipping, edge
+// cases, config validation, and a randomized consistency check against a shadow set.
 //
-// Calling convention used throughout (the one `kvtier replay` and the tiers use): a hit calls Touch;
-// a miss calls Insert and then Evict while the policy holds more than the capacity. The policies make
-// the latest Insert wait out that first Evict, so the victims are the ones the papers' "make room,
-// then insert" order gives; every derivation below follows the papers' definitions.
+// Calling convention used throughout (the one `kvtier replay` and the tiers use): a hit calls
+// Touch; a miss calls Insert and then Evict while the policy holds more than the capacity. The
+// policies make the latest Insert wait out that first Evict, so the victims are the ones the
+// papers' "make room, then insert" order gives; every derivation below follows the papers'
+// definitions.
 #include "index/eviction_policy.h"
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,8 +18,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 
@@ -139,7 +140,8 @@ TEST(S3FifoPolicyTest, SmallMainAndGhostQueues) {
   //   4: ghost hit -> M; G=[5 6]. From S: 7 evicted, G=[5 6 7]. S=[], M=[2 1 3 4].
   //   8: |M|=4 > 3 -> from M: 2 has freq 1 -> back with 0, M=[1 3 4 2]; 1 evicted (no ghost).
   auto s3 = Make("s3fifo", 4, 0.25);
-  EXPECT_EQ(Replay(*s3, 4, {1, 2, 3, 4, 5, 2, 2, 3, 6, 1, 3, 2, 7, 4, 8}), (Ids{1, 3, 4, 5, 6, 7, 1}));
+  EXPECT_EQ(Replay(*s3, 4, {1, 2, 3, 4, 5, 2, 2, 3, 6, 1, 3, 2, 7, 4, 8}),
+            (Ids{1, 3, 4, 5, 6, 7, 1}));
   // S=[8], M=[3 4 2]: |M| <= 3 and S non-empty -> 8 first, then M in order.
   EXPECT_EQ(Drain(*s3), (Ids{8, 3, 4, 2}));
 }
@@ -172,7 +174,8 @@ TEST(ArcPolicyTest, AdaptsTargetOnGhostHits) {
   Cache cache(arc.get(), 3);
   EXPECT_EQ(cache.Run({1, 2, 3, 1, 4, 2, 5, 1, 6}), (Ids{2, 3, 1, 4, 5}));
   //   4: B1 hit, p += max(1, 0/2) -> p=1; |T1|=1, not > 1 -> T2's LRU 2 into B2. T1=[6], T2=[1 4].
-  //   7: |T1|+|B1| = 1+1 (+7) <= 3, no trim; |T1|=1 not > 1 -> T2's LRU 1 into B2. T1=[6 7], T2=[4].
+  //   7: |T1|+|B1| = 1+1 (+7) <= 3, no trim; |T1|=1 not > 1 -> T2's LRU 1 into B2.
+  //      T1=[6 7], T2=[4].
   EXPECT_EQ(cache.Run({4, 7}), (Ids{2, 1}));
   // T1 first while |T1|=2 > p=1: 6; then |T1|=1 = p -> T2: 4; then T1: 7.
   EXPECT_EQ(Drain(*arc), (Ids{6, 4, 7}));
@@ -189,8 +192,10 @@ TEST(EvictionPolicyTest, RejectedBlockKeepsItsPlace) {
   // Every policy evicts 2 when 1 is rejected. Then 1 is still the oldest: LRU, FIFO, S3-FIFO (S's
   // tail) and ARC (T1's LRU) take it next. SIEVE's hand has moved past it to 3 and comes back to 1
   // after one lap; 1 is still in place (unvisited), so it is taken when the hand wraps.
-  const std::vector<SkipCase> cases = {{"lru", {2, 1, 3, 4}},   {"fifo", {2, 1, 3, 4}},
-                                       {"sieve", {2, 3, 4, 1}}, {"s3fifo", {2, 1, 3, 4}},
+  const std::vector<SkipCase> cases = {{"lru", {2, 1, 3, 4}},
+                                       {"fifo", {2, 1, 3, 4}},
+                                       {"sieve", {2, 3, 4, 1}},
+                                       {"s3fifo", {2, 1, 3, 4}},
                                        {"arc", {2, 1, 3, 4}}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.policy);
@@ -335,7 +340,8 @@ TEST(EvictionConfigTest, ValidateNamesTheField) {
         << config.Validate();
   }
   config.s3fifo_small_fraction = 1.5;
-  EXPECT_EQ(config.Validate().message(), "eviction.s3fifo_small_fraction: must be in (0, 1) (got 1.5)");
+  EXPECT_EQ(config.Validate().message(),
+            "eviction.s3fifo_small_fraction: must be in (0, 1) (got 1.5)");
   EXPECT_FALSE(MakeEvictionPolicy(config).ok());
 }
 

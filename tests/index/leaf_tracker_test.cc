@@ -2,11 +2,11 @@
 // from it and a policy.
 #include "index/leaf_tracker.h"
 
+#include <gtest/gtest.h>
+
 #include <optional>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "index/eviction_policy.h"
 
