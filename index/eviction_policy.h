@@ -17,6 +17,11 @@
 // `can_evict`, and the policy returns the first block in its own order for which it is true. A
 // skipped block keeps its place and its state. Evict costs O(1 + blocks skipped), amortised.
 //
+// Order of calls: a tier may insert first and evict after (what `kvtier replay` and the tier
+// manager do) or evict first and insert after (the papers' order). To make the first order pick the
+// papers' victims, SIEVE, S3-FIFO and ARC keep the most recently inserted block out of the running
+// until the next successful Evict or any other call; it is chosen only when nothing else may go.
+//
 // Thread-safety: none. A tier serialises calls to its policy.
 #pragma once
 
