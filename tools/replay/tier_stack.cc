@@ -16,6 +16,10 @@ struct TierStack::Tier {
   std::unique_ptr<AdmissionPolicy> admission;  // null: admit all without a virtual call
   TierCounters counters;
   uint8_t bit = 0;
+  uint64_t size = 0;  // resident blocks; mirrors policy->Size() without a virtual call
+  // Only policies with ghost history read ghost keys (eviction_policy.h: S3-FIFO, ARC). For the
+  // others we pass 0 and save a random read of an 8-byte-per-block array on every insert.
+  bool needs_ghost_keys = true;
   std::unique_ptr<LeafTracker> leaves;  // leaf-first mode only
 };
 
@@ -65,6 +69,8 @@ absl::StatusOr<std::unique_ptr<TierStack>> TierStack::Create(
     auto tier = std::make_unique<Tier>();
     tier->config = tiers[t];
     tier->bit = static_cast<uint8_t>(1u << t);
+    const std::string& policy = tiers[t].eviction.policy;
+    tier->needs_ghost_keys = policy != "lru" && policy != "fifo" && policy != "sieve";
     EvictionConfig eviction = tiers[t].eviction;
     eviction.capacity_blocks = tiers[t].capacity_blocks;
     KVTIER_ASSIGN_OR_RETURN(tier->policy, MakeEvictionPolicy(eviction));
@@ -79,10 +85,11 @@ absl::StatusOr<std::unique_ptr<TierStack>> TierStack::Create(
     }
     stack->tiers_.push_back(std::move(tier));
   }
+  stack->top_policy_ = stack->tiers_[0]->policy.get();
   return stack;
 }
 
-size_t TierStack::Size(size_t tier) const { return tiers_[tier]->policy->Size(); }
+size_t TierStack::Size(size_t tier) const { return tiers_[tier]->size; }
 TierCounters& TierStack::counters(size_t tier) { return tiers_[tier]->counters; }
 const TierCounters& TierStack::counters(size_t tier) const { return tiers_[tier]->counters; }
 
@@ -93,15 +100,11 @@ bool TierStack::Admit(size_t t, BlockId id) {
   return false;
 }
 
-void TierStack::Reference(BlockId id, BlockId parent) {
+void TierStack::ReferenceMiss(BlockId id, BlockId parent) {
   const uint8_t mask = mask_[id];
   // A block keeps the parent it had when it entered the stack, so every tier's child counts
   // increase and decrease on the same parent even if a trace is not perfectly prefix-chained.
   if (!parent_.empty() && mask == 0) parent_[id] = parent;
-  if (mask & 1) {
-    tiers_[0]->policy->Touch(id);
-    return;
-  }
   if (mask != 0) {
     Tier& lower = *tiers_[std::countr_zero(mask)];
     ++lower.counters.promoted;
@@ -120,12 +123,13 @@ void TierStack::Reference(BlockId id, BlockId parent) {
 
 void TierStack::InsertInto(size_t t, BlockId id) {
   Tier& tier = *tiers_[t];
-  tier.policy->Insert(id, ghost_keys_[id]);
+  tier.policy->Insert(id, tier.needs_ghost_keys ? ghost_keys_[id] : 0);
   mask_[id] |= tier.bit;
+  ++tier.size;
   if (tier.leaves != nullptr) {
     tier.leaves->Add(id, parent_[id] == kNoParent ? std::nullopt : std::optional<BlockId>(parent_[id]));
   }
-  if (tier.policy->Size() > tier.config.capacity_blocks) EvictFrom(t);
+  if (tier.size > tier.config.capacity_blocks) EvictFrom(t);
 }
 
 void TierStack::EvictFrom(size_t t) {
@@ -139,6 +143,7 @@ void TierStack::EvictFrom(size_t t) {
   if (!victim) return;  // nothing evictable; the tier stays over capacity until something is
   const BlockId v = *victim;
   ++tier.counters.evictions;
+  --tier.size;
   mask_[v] &= static_cast<uint8_t>(~tier.bit);
   if (tier.leaves != nullptr) tier.leaves->Remove(v);
   const size_t next = t + 1;

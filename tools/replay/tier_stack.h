@@ -76,8 +76,15 @@ class TierStack {
 
   uint8_t ResidentMask(BlockId id) const { return mask_[id]; }
   // Inserts or touches `id` as described above. `parent` is the block before it in the request
-  // (kNoParent for the first); leaf-first tiers use it.
-  void Reference(BlockId id, BlockId parent);
+  // (kNoParent for the first); leaf-first tiers use it. Inline: a hit in T0 -- the common case --
+  // is one array read and one call.
+  void Reference(BlockId id, BlockId parent) {
+    if (mask_[id] & 1) {
+      top_policy_->Touch(id);
+    } else {
+      ReferenceMiss(id, parent);
+    }
+  }
 
   size_t num_tiers() const { return tiers_.size(); }
   size_t Size(size_t tier) const;
@@ -88,6 +95,7 @@ class TierStack {
  private:
   struct Tier;
   explicit TierStack(absl::Span<const uint64_t> ghost_keys);
+  void ReferenceMiss(BlockId id, BlockId parent);  // not resident in T0
   void InsertInto(size_t t, BlockId id);
   void EvictFrom(size_t t);
   bool Admit(size_t t, BlockId id);
@@ -96,6 +104,7 @@ class TierStack {
   std::vector<uint8_t> mask_;          // per block: bit t = resident in tier t
   std::vector<BlockId> parent_;        // per block: its parent on entering the stack (leaf-first)
   std::vector<std::unique_ptr<Tier>> tiers_;
+  EvictionPolicy* top_policy_ = nullptr;  // tiers_[0]'s
 };
 
 }  // namespace kvtier::replay
