@@ -234,7 +234,7 @@ class LineReaderImpl : public LineReader {
  private:
   // Big enough for efficient reads, small enough to stay in cache and cost few page faults: the
   // buffer is not zeroed, and only grows for a line longer than it.
-  static constexpr size_t kInitialBuffer = 1 << 20;
+  static constexpr size_t kInitialBuffer = 256 << 10;
 
   // Moves the unfinished line to the front (growing the buffer if it fills it) and appends decoded
   // bytes after it. Keeps kLinePadding bytes spare at the end of the buffer.
