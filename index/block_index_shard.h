@@ -2,23 +2,28 @@
 // tests that pin the entry size, by nothing else.
 //
 // A shard is an entry slab plus an open-addressing hash table over it, behind one mutex:
-//   - slab: chunks of kChunkEntries Entry structs that never move, so an entry's local index (its
-//     place in the slab) is stable and BlockIndex turns it into the block's id. Erased entries go
+//   - slab: Entry structs in one grow-only reservation, so an entry never moves and its local index
+//     (its place in the slab) is stable; BlockIndex turns it into the block's id. Erased entries go
 //     on a free list and are reused first, which keeps ids dense.
-//   - table: a power-of-two array of 8-byte Slots {tag, local}, linear probing, at most 80% full,
-//     backward-shift deletion (no tombstones). The tag is 32 key bits whose low bits are the home
-//     position, so rehashing and deletion never read an entry; a tag match is confirmed by
-//     comparing the entry's full key.
+//   - table: a power-of-two array of 8-byte slots {tag, local}, linear probing, at most 80% full,
+//     backward-shift deletion (no tombstones), also grow-only reserved and rehashed in place. The
+//     tag is 32 key bits whose low bits are the home position, so rehashing and deletion never read
+//     an entry; a tag match is confirmed by comparing the entry's full key.
+//
+// Writers hold the mutex. The prefix lookup reads without it: because neither array ever moves or
+// is unmapped, a reader can always dereference what it finds, and a sequence counter (a seqlock,
+// odd while a writer is changing the shard) tells it whether what it read was consistent; if not,
+// it retries and finally takes the lock. Every shared field is a std::atomic accessed relaxed
+// (plain loads and stores on x86 and ARM), so lock-free reads are not data races and
+// ThreadSanitizer checks the rest.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <utility>
-#include <vector>
 
 #include "absl/base/dynamic_annotations.h"
 #include "absl/base/thread_annotations.h"
@@ -28,28 +33,73 @@
 namespace kvtier::internal {
 
 inline constexpr uint32_t kNoLocal = UINT32_MAX;  // "no entry" in a slot, hint or free list
+inline constexpr auto kRelaxed = std::memory_order_relaxed;
 
-// One hash-table position. 8 bytes.
-struct Slot {
-  uint32_t tag = 0;           // key bits [shard_bits, shard_bits + 32); tag & mask = home position
-  uint32_t local = kNoLocal;  // index of the entry in the slab; kNoLocal = empty position
-};
+// A hash-table slot, 8 bytes: tag in the low half, local + 1 in the high half; 0 is empty (so fresh
+// zero pages are empty tables).
+using Slot = std::atomic<uint64_t>;
 static_assert(sizeof(Slot) == 8);
+constexpr uint64_t PackSlot(uint32_t tag, uint32_t local) {
+  return uint64_t{local + 1} << 32 | tag;
+}
+constexpr uint32_t SlotTag(uint64_t slot) { return static_cast<uint32_t>(slot); }
+constexpr uint32_t SlotLocal(uint64_t slot) { return static_cast<uint32_t>(slot >> 32) - 1; }
 
-// One block. 40 bytes; the fields of BlockInfo less the id (implied by the place in the slab).
-struct Entry {
-  BlockKey key;                           // 16 B
-  std::array<uint32_t, kNumTiers> slots;  // 12 B: slot in tier t, meaningful iff tiers bit t
-  uint32_t payload_bytes;                 // 4 B
-  BlockId parent;                         // 4 B; while !live: the next free local index
-  uint32_t leases : 24;                   // up to BlockIndex::kMaxLeases
-  uint32_t tiers : 3;                     // TierMask
-  uint32_t live : 1;                      // 0: on the free list
+// One block, 40 bytes: the fields of BlockInfo less the id (implied by the place in the slab).
+// Setters are for writers holding the shard mutex inside a SeqWrite section; getters for anyone.
+class Entry {
+ public:
+  BlockKey key() const { return BlockKey{lo_.load(kRelaxed), hi_.load(kRelaxed)}; }
+  uint32_t slot(Tier tier) const { return slots_[static_cast<int>(tier)].load(kRelaxed); }
+  uint32_t payload_bytes() const { return payload_bytes_.load(kRelaxed); }
+  BlockId parent() const { return parent_.load(kRelaxed); }  // while !live: next free local
+  uint32_t leases() const { return state_.load(kRelaxed) & kLeaseMask; }
+  TierMask tiers() const { return static_cast<TierMask>(state_.load(kRelaxed) >> kTierShift & 7); }
+  bool live() const { return (state_.load(kRelaxed) & kLive) != 0; }
+
+  void Init(const BlockKey& key, const NewBlock& block);
+  void set_slot(Tier tier, uint32_t slot) { slots_[static_cast<int>(tier)].store(slot, kRelaxed); }
+  void set_tiers(TierMask tiers) { SetState(leases(), tiers, true); }
+  void set_leases(uint32_t leases) { SetState(leases, tiers(), true); }
+  // Puts the entry on the free list.
+  void Kill(uint32_t next_free);
+
+ private:
+  static constexpr uint32_t kLeaseMask = BlockIndex::kMaxLeases;  // bits 0-23
+  static constexpr int kTierShift = 24;                           // bits 24-26
+  static constexpr uint32_t kLive = 1u << 27;
+  void SetState(uint32_t leases, TierMask tiers, bool live) {
+    state_.store(leases | uint32_t{tiers} << kTierShift | (live ? kLive : 0), kRelaxed);
+  }
+
+  std::atomic<uint64_t> lo_{0}, hi_{0};                 // the key
+  std::array<std::atomic<uint32_t>, kNumTiers> slots_;  // slot per tier, meaningful iff tiers bit
+  std::atomic<uint32_t> payload_bytes_{0};
+  std::atomic<uint32_t> parent_{kNoBlock};
+  std::atomic<uint32_t> state_{0};  // leases | tiers << 24 | live << 27
 };
 static_assert(sizeof(Entry) == BlockIndex::kEntryBytes);
 
-inline constexpr uint32_t kChunkBits = 9;
-inline constexpr uint32_t kChunkEntries = 1u << kChunkBits;  // entries per slab chunk (20 KiB)
+// Address space reserved up front (no memory behind it) and committed from its start as it grows;
+// nothing in it moves and nothing is given back until destruction.
+class Reservation {
+ public:
+  Reservation() = default;
+  ~Reservation();
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+
+  bool Reserve(size_t bytes);
+  // Makes at least the first `bytes` usable (zero-filled when new); false when out of memory.
+  bool Commit(size_t bytes);
+  void* data() const { return base_; }
+  size_t committed() const { return committed_; }
+
+ private:
+  void* base_ = nullptr;
+  size_t reserved_ = 0;
+  size_t committed_ = 0;
+};
 
 // absl::MutexLock and absl::ReaderMutexLock that also tell ThreadSanitizer about the lock. Debian's
 // abseil is not built with TSan, so its Mutex is invisible to TSan and every guarded access would
@@ -89,26 +139,27 @@ class ABSL_SCOPED_LOCKABLE ReaderLock {
   absl::Mutex* const mu_;
 };
 
-// Aligned so that two shards' mutexes never share a cache line.
+// Aligned so that two shards' mutexes and counters never share a cache line.
 class alignas(64) BlockIndexShard {
  public:
-  BlockIndexShard() { ABSL_ANNOTATE_RWLOCK_CREATE(&mu_); }
-  ~BlockIndexShard() { ABSL_ANNOTATE_RWLOCK_DESTROY(&mu_); }
+  BlockIndexShard();
+  ~BlockIndexShard();
   BlockIndexShard(const BlockIndexShard&) = delete;
   BlockIndexShard& operator=(const BlockIndexShard&) = delete;
 
-  // Sizes the table for `entries` and caps local indexes below `local_limit`. Called once, before
-  // the shard is shared.
-  void Init(size_t entries, uint32_t local_limit);
+  // Reserves room for `local_limit` entries (local indexes are < local_limit) and sizes the table
+  // for `entries`. Called once, before the shard is shared; false if the memory is not there.
+  bool Init(size_t entries, uint32_t local_limit);
 
   struct Inserted {
-    uint32_t local = kNoLocal;  // kNoLocal: the shard is full (local_limit reached)
+    uint32_t local = kNoLocal;  // kNoLocal: the shard is full or out of memory
     bool inserted = false;
   };
-  // Inserts `init` (its key field set, live set) under `tag` unless its key is present.
-  Inserted Insert(uint32_t tag, const Entry& init) ABSL_LOCKS_EXCLUDED(mu_);
+  // Inserts `key` as `block` under `tag` unless the key is present.
+  Inserted Insert(uint32_t tag, const BlockKey& key, const NewBlock& block)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Calls f(const Entry&, local) under a shared lock if `key` is present; returns whether it was.
+  // Calls f(const Entry&, local) under the lock if `key` is present; returns whether it was.
   template <typename F>
   bool Read(uint32_t tag, const BlockKey& key, F&& f) const ABSL_LOCKS_EXCLUDED(mu_) {
     ReaderLock lock(&mu_);
@@ -121,7 +172,7 @@ class alignas(64) BlockIndexShard {
   template <typename F>
   bool ReadLocal(uint32_t local, F&& f) const ABSL_LOCKS_EXCLUDED(mu_) {
     ReaderLock lock(&mu_);
-    if (local >= used_ || !At(local).live) return false;
+    if (local >= used_ || !At(local).live()) return false;
     f(At(local), local);
     return true;
   }
@@ -131,6 +182,7 @@ class alignas(64) BlockIndexShard {
     WriterLock lock(&mu_);
     const uint32_t local = FindLocal(tag, key);
     if (local == kNoLocal) return false;
+    SeqWrite write(seq_);
     f(At(local), local);
     return true;
   }
@@ -141,62 +193,83 @@ class alignas(64) BlockIndexShard {
     WriterLock lock(&mu_);
     const size_t pos = FindPos(tag, key);
     if (pos == kNoPos) return false;
-    const uint32_t local = table_[pos].local;
-    if (may_erase(std::as_const(At(local)), local)) Remove(pos);
+    const uint32_t local = SlotLocal(table()[pos].load(kRelaxed));
+    if (may_erase(std::as_const(At(local)), local)) {
+      SeqWrite write(seq_);
+      Remove(pos);
+    }
     return true;
   }
 
-  // Prefix lookup, stage 1: prefetches the table position of `tag`. Lock-free; may prefetch a stale
-  // address while the table grows, which is harmless.
+  // Prefix lookup, stage 1 (lock-free): prefetches the table position of `tag`.
   void PrefetchSlot(uint32_t tag) const;
-  // Stage 2: the local index of the first slot whose tag matches (a hint, not checked against the
-  // key), or kNoLocal; prefetches that entry.
-  uint32_t ProbeHint(uint32_t tag) const ABSL_LOCKS_EXCLUDED(mu_);
-  // Stage 3: the tiers of `key` if present, trying the hint before probing; nullopt if absent.
+  // Stage 2 (lock-free): the local index of the first slot whose tag matches, or kNoLocal; only a
+  // hint, unchecked against the key. Prefetches that entry.
+  uint32_t ProbeHint(uint32_t tag) const;
+  // Stage 3: the tiers of `key` if present, nullopt if absent. Lock-free unless writers keep
+  // changing this shard, then under the lock. `hint` saves the probe when it names the entry.
   std::optional<TierMask> TiersOf(uint32_t tag, const BlockKey& key, uint32_t hint) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   struct Stats {
     size_t live = 0;        // entries in the table
     uint32_t used = 0;      // local indexes handed out so far (live + free list)
-    size_t heap_bytes = 0;  // table + slab + chunk directory
+    size_t heap_bytes = 0;  // committed table and slab bytes
   };
   Stats GetStats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   static constexpr size_t kNoPos = SIZE_MAX;
   static constexpr size_t kMinTableSize = 16;
+  static constexpr uint32_t kSlabGrowth = 512;  // entries committed at a time (20 KiB)
 
-  Entry& At(uint32_t local) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return chunks_[local >> kChunkBits][local & (kChunkEntries - 1)];
-  }
+  // Marks a writer's change of the shard for lock-free readers: odd while it lasts.
+  class SeqWrite {
+   public:
+    explicit SeqWrite(std::atomic<uint64_t>& seq) : seq_(seq) {
+      seq_.store(seq_.load(kRelaxed) + 1, kRelaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+    }
+    ~SeqWrite() { seq_.store(seq_.load(kRelaxed) + 1, std::memory_order_release); }
+
+   private:
+    std::atomic<uint64_t>& seq_;
+  };
+
+  Slot* table() const { return static_cast<Slot*>(table_mem_.data()); }
+  Entry& At(uint32_t local) const { return static_cast<Entry*>(slab_mem_.data())[local]; }
+  // Lock-free probe: the local index holding `key` in the table as it looks now, or kNoLocal.
+  // Bounded even when writers change the table underneath.
+  uint32_t ProbeRelaxed(uint32_t tag, const BlockKey& key) const;
   // Table position holding `key`, or kNoPos.
   size_t FindPos(uint32_t tag, const BlockKey& key) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   uint32_t FindLocal(uint32_t tag, const BlockKey& key) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     const size_t pos = FindPos(tag, key);
-    return pos == kNoPos ? kNoLocal : table_[pos].local;
+    return pos == kNoPos ? kNoLocal : SlotLocal(table()[pos].load(kRelaxed));
   }
   // Places {tag, local} at the first empty position from its home. Precondition: one is empty.
   void Place(uint32_t tag, uint32_t local) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Rehash(size_t table_size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A local index for a new entry (free list first), or kNoLocal at local_limit_.
+  bool Rehash(size_t table_size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A local index for a new entry (free list first), or kNoLocal when full or out of memory.
   uint32_t AllocLocal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Empties table position `pos`, backward-shifting its cluster, and frees its entry.
   void Remove(size_t pos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
-  uint32_t local_limit_ = 0;  // set by Init; local indexes are < local_limit_
-  // Hash table, [power of two] slots; mask_ = size - 1.
-  std::vector<Slot> table_ ABSL_GUARDED_BY(mu_);
-  size_t mask_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> seq_{
+      0};                     // seqlock for lock-free readers; odd while a writer changes things
+  uint32_t local_limit_ = 0;  // set by Init
+  // Table: [mask_ + 1] slots committed at the start of table_mem_. mask_ is atomic for lock-free
+  // readers; it only grows, so any mask a reader sees stays inside committed memory.
+  Reservation table_mem_;
+  std::atomic<size_t> mask_{0};
+  size_t table_size_ ABSL_GUARDED_BY(mu_) = 0;  // mask_ + 1 once initialised
   size_t live_ ABSL_GUARDED_BY(mu_) = 0;
-  // Entry slab: [used_ rounded up to kChunkEntries] entries in chunks of kChunkEntries.
-  std::vector<std::unique_ptr<Entry[]>> chunks_ ABSL_GUARDED_BY(mu_);
+  // Slab: [used_] entries at the start of slab_mem_, committed kSlabGrowth at a time.
+  Reservation slab_mem_;
+  uint32_t slab_size_ ABSL_GUARDED_BY(mu_) = 0;         // entries committed and constructed
   uint32_t used_ ABSL_GUARDED_BY(mu_) = 0;              // local indexes ever handed out
   uint32_t free_head_ ABSL_GUARDED_BY(mu_) = kNoLocal;  // free list through Entry::parent
-  // Copies of table_.data() and mask_, published for PrefetchSlot's lock-free hint only.
-  std::atomic<const Slot*> hint_table_{nullptr};
-  std::atomic<size_t> hint_mask_{0};
 };
 
 }  // namespace kvtier::internal

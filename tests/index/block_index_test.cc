@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <random>
 #include <set>
@@ -239,6 +240,33 @@ TEST(BlockIndexTest, ChurnWithCollidingTagsMatchesReference) {
     }
   }
   EXPECT_EQ(index->Size(), reference.size());
+}
+
+// Lock-free lookups racing a writer that grows the table (in-place rehash) and churns its clusters
+// (backward shift) in the same shard: every stable key is always found, with its tiers. Repeated on
+// fresh indexes so that many rehashes happen while the readers run.
+TEST(BlockIndexTest, LockFreeLookupsSeeStableKeysThroughRehashAndErase) {
+  const std::vector<BlockKey> stable = RandomKeys(64, 7);
+  const std::vector<BlockKey> churn = RandomKeys(20000, 8);
+  for (int cycle = 0; cycle < 20; ++cycle) {
+    auto index = MakeIndex(/*num_shards=*/1);
+    for (const BlockKey& key : stable) ASSERT_TRUE(index->Insert(key, InT1(1)).ok());
+    std::atomic<bool> done{false};
+    std::thread writer([&] {
+      for (const BlockKey& key : churn) ASSERT_TRUE(index->Insert(key, InT1(2)).ok());
+      for (const BlockKey& key : churn) ASSERT_TRUE(index->Erase(key).ok());
+      done = true;
+    });
+    std::vector<TierMask> tiers(stable.size());
+    bool all_found = true;
+    for (int round = 0; all_found && (!done || round < 10); ++round) {
+      all_found = index->LookupPrefix(stable, absl::MakeSpan(tiers)) == stable.size() &&
+                  tiers[round % stable.size()] == TierBit(Tier::kT1);
+    }
+    writer.join();
+    ASSERT_TRUE(all_found) << "cycle " << cycle;
+    EXPECT_EQ(index->Size(), stable.size());
+  }
 }
 
 // Several threads at once, with rehashes under way (small start, few shards). Each thread grows and
