@@ -26,18 +26,18 @@ void PrefetchEntry(const Entry& entry) {
 }  // namespace
 
 void Entry::Init(const BlockKey& key, const NewBlock& block) {
-  lo_.store(key.lo, kRelaxed);
-  hi_.store(key.hi, kRelaxed);
-  for (std::atomic<uint32_t>& slot : slots_) slot.store(0, kRelaxed);
+  lo_.store(key.lo, kStore);
+  hi_.store(key.hi, kStore);
+  for (std::atomic<uint32_t>& slot : slots_) slot.store(0, kStore);
   set_slot(block.tier, block.slot);
-  payload_bytes_.store(block.payload_bytes, kRelaxed);
-  parent_.store(block.parent, kRelaxed);
+  payload_bytes_.store(block.payload_bytes, kStore);
+  parent_.store(block.parent, kStore);
   SetState(0, TierBit(block.tier), true);
 }
 
 void Entry::Kill(uint32_t next_free) {
   SetState(0, 0, false);
-  parent_.store(next_free, kRelaxed);
+  parent_.store(next_free, kStore);
 }
 
 Reservation::~Reservation() {
@@ -100,15 +100,15 @@ BlockIndexShard::Inserted BlockIndexShard::Insert(uint32_t tag, const BlockKey& 
 }
 
 void BlockIndexShard::PrefetchSlot(uint32_t tag) const {
-  __builtin_prefetch(&table()[tag & mask_.load(kRelaxed)]);
+  __builtin_prefetch(&table()[tag & mask_.load(kLoad)]);
 }
 
 uint32_t BlockIndexShard::ProbeHint(uint32_t tag) const {
   constexpr int kMaxProbes = 16;  // a longer cluster just goes without a hint
-  const size_t mask = mask_.load(kRelaxed);
+  const size_t mask = mask_.load(kLoad);
   size_t pos = tag & mask;
   for (int n = 0; n < kMaxProbes; ++n, pos = (pos + 1) & mask) {
-    const uint64_t slot = table()[pos].load(kRelaxed);
+    const uint64_t slot = table()[pos].load(kLoad);
     const uint32_t local = SlotLocal(slot);
     if (local == kNoLocal) return kNoLocal;
     if (SlotTag(slot) == tag) {
@@ -123,7 +123,7 @@ std::optional<TierMask> BlockIndexShard::TiersOf(uint32_t tag, const BlockKey& k
                                                  uint32_t hint) const {
   constexpr int kOptimisticTries = 3;
   for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
-    const uint64_t before = seq_.load(std::memory_order_acquire);
+    const uint64_t before = seq_.load(kLoad);
     if ((before & 1) != 0) continue;  // a writer is in the middle of a change
     // A live entry holding `key` is the one the table maps `key` to (keys are unique), so a hint
     // that passes this check needs no probe.
@@ -131,8 +131,8 @@ std::optional<TierMask> BlockIndexShard::TiersOf(uint32_t tag, const BlockKey& k
     if (local == kNoLocal || !At(local).live() || At(local).key() != key)
       local = ProbeRelaxed(tag, key);
     const TierMask tiers = local == kNoLocal ? 0 : At(local).tiers();
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (seq_.load(kRelaxed) != before) continue;  // what was read may be torn: read again
+    // Not reordered before the acquire loads above. Unchanged: no writer touched what was read.
+    if (seq_.load(std::memory_order_relaxed) != before) continue;
     if (local == kNoLocal) return std::nullopt;
     return tiers;
   }
@@ -150,10 +150,10 @@ BlockIndexShard::Stats BlockIndexShard::GetStats() const {
 
 uint32_t BlockIndexShard::ProbeRelaxed(uint32_t tag, const BlockKey& key) const {
   // Bounded by the table size: a table changing underneath may have no empty slot in view.
-  const size_t mask = mask_.load(kRelaxed);
+  const size_t mask = mask_.load(kLoad);
   size_t pos = tag & mask;
   for (size_t n = 0; n <= mask; ++n, pos = (pos + 1) & mask) {
-    const uint64_t slot = table()[pos].load(kRelaxed);
+    const uint64_t slot = table()[pos].load(kLoad);
     const uint32_t local = SlotLocal(slot);
     if (local == kNoLocal) return kNoLocal;
     if (SlotTag(slot) == tag && At(local).key() == key) return local;
@@ -163,9 +163,9 @@ uint32_t BlockIndexShard::ProbeRelaxed(uint32_t tag, const BlockKey& key) const 
 
 size_t BlockIndexShard::FindPos(uint32_t tag, const BlockKey& key) const {
   // Terminates: the table is never more than 80% full.
-  const size_t mask = mask_.load(kRelaxed);
+  const size_t mask = mask_.load(kLoad);
   for (size_t pos = tag & mask;; pos = (pos + 1) & mask) {
-    const uint64_t slot = table()[pos].load(kRelaxed);
+    const uint64_t slot = table()[pos].load(kLoad);
     const uint32_t local = SlotLocal(slot);
     if (local == kNoLocal) return kNoPos;
     if (SlotTag(slot) == tag && At(local).key() == key) return pos;
@@ -173,10 +173,10 @@ size_t BlockIndexShard::FindPos(uint32_t tag, const BlockKey& key) const {
 }
 
 void BlockIndexShard::Place(uint32_t tag, uint32_t local) {
-  const size_t mask = mask_.load(kRelaxed);
+  const size_t mask = mask_.load(kLoad);
   size_t pos = tag & mask;
-  while (table()[pos].load(kRelaxed) != 0) pos = (pos + 1) & mask;
-  table()[pos].store(PackSlot(tag, local), kRelaxed);
+  while (table()[pos].load(kLoad) != 0) pos = (pos + 1) & mask;
+  table()[pos].store(PackSlot(tag, local), kStore);
 }
 
 bool BlockIndexShard::Rehash(size_t table_size) {
@@ -187,11 +187,11 @@ bool BlockIndexShard::Rehash(size_t table_size) {
   std::vector<uint64_t> old;
   old.reserve(live_);
   for (size_t i = 0; i < table_size_; ++i) {
-    const uint64_t slot = table[i].exchange(0, kRelaxed);
+    const uint64_t slot = table[i].exchange(0, std::memory_order_acq_rel);
     if (slot != 0) old.push_back(slot);
   }
   table_size_ = table_size;
-  mask_.store(table_size - 1, kRelaxed);
+  mask_.store(table_size - 1, kStore);
   for (const uint64_t slot : old) Place(SlotTag(slot), SlotLocal(slot));
   return true;
 }
@@ -213,23 +213,23 @@ uint32_t BlockIndexShard::AllocLocal() {
 }
 
 void BlockIndexShard::Remove(size_t pos) {
-  const size_t mask = mask_.load(kRelaxed);
+  const size_t mask = mask_.load(kLoad);
   Slot* const table = this->table();
-  const uint32_t local = SlotLocal(table[pos].load(kRelaxed));
+  const uint32_t local = SlotLocal(table[pos].load(kLoad));
   At(local).Kill(free_head_);
   free_head_ = local;
   // Backward shift: walk the cluster after the hole; a slot whose home is cyclically at or before
   // the hole moves into it, and its old position becomes the hole.
   size_t hole = pos;
-  for (size_t j = (pos + 1) & mask; table[j].load(kRelaxed) != 0; j = (j + 1) & mask) {
-    const uint64_t slot = table[j].load(kRelaxed);
+  for (size_t j = (pos + 1) & mask; table[j].load(kLoad) != 0; j = (j + 1) & mask) {
+    const uint64_t slot = table[j].load(kLoad);
     const size_t home = SlotTag(slot) & mask;
     if (((j - home) & mask) >= ((j - hole) & mask)) {
-      table[hole].store(slot, kRelaxed);
+      table[hole].store(slot, kStore);
       hole = j;
     }
   }
-  table[hole].store(0, kRelaxed);
+  table[hole].store(0, kStore);
   --live_;
 }
 

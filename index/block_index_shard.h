@@ -13,9 +13,9 @@
 // Writers hold the mutex. The prefix lookup reads without it: because neither array ever moves or
 // is unmapped, a reader can always dereference what it finds, and a sequence counter (a seqlock,
 // odd while a writer is changing the shard) tells it whether what it read was consistent; if not,
-// it retries and finally takes the lock. Every shared field is a std::atomic accessed relaxed
-// (plain loads and stores on x86 and ARM), so lock-free reads are not data races and
-// ThreadSanitizer checks the rest.
+// it retries and finally takes the lock. Every shared field is a std::atomic (acquire loads and
+// release stores: plain moves on x86), so lock-free reads are not data races and ThreadSanitizer
+// checks the rest.
 #pragma once
 
 #include <array>
@@ -33,7 +33,11 @@
 namespace kvtier::internal {
 
 inline constexpr uint32_t kNoLocal = UINT32_MAX;  // "no entry" in a slot, hint or free list
-inline constexpr auto kRelaxed = std::memory_order_relaxed;
+// Orders for every access to shared fields. Acquire loads and release stores are plain moves on
+// x86 (and ldar/stlr on ARM); they make the seqlock correct without standalone fences, which
+// ThreadSanitizer does not model (see SeqWrite and BlockIndexShard::TiersOf).
+inline constexpr auto kLoad = std::memory_order_acquire;
+inline constexpr auto kStore = std::memory_order_release;
 
 // A hash-table slot, 8 bytes: tag in the low half, local + 1 in the high half; 0 is empty (so fresh
 // zero pages are empty tables).
@@ -49,16 +53,16 @@ constexpr uint32_t SlotLocal(uint64_t slot) { return static_cast<uint32_t>(slot 
 // Setters are for writers holding the shard mutex inside a SeqWrite section; getters for anyone.
 class Entry {
  public:
-  BlockKey key() const { return BlockKey{lo_.load(kRelaxed), hi_.load(kRelaxed)}; }
-  uint32_t slot(Tier tier) const { return slots_[static_cast<int>(tier)].load(kRelaxed); }
-  uint32_t payload_bytes() const { return payload_bytes_.load(kRelaxed); }
-  BlockId parent() const { return parent_.load(kRelaxed); }  // while !live: next free local
-  uint32_t leases() const { return state_.load(kRelaxed) & kLeaseMask; }
-  TierMask tiers() const { return static_cast<TierMask>(state_.load(kRelaxed) >> kTierShift & 7); }
-  bool live() const { return (state_.load(kRelaxed) & kLive) != 0; }
+  BlockKey key() const { return BlockKey{lo_.load(kLoad), hi_.load(kLoad)}; }
+  uint32_t slot(Tier tier) const { return slots_[static_cast<int>(tier)].load(kLoad); }
+  uint32_t payload_bytes() const { return payload_bytes_.load(kLoad); }
+  BlockId parent() const { return parent_.load(kLoad); }  // while !live: next free local
+  uint32_t leases() const { return state_.load(kLoad) & kLeaseMask; }
+  TierMask tiers() const { return static_cast<TierMask>(state_.load(kLoad) >> kTierShift & 7); }
+  bool live() const { return (state_.load(kLoad) & kLive) != 0; }
 
   void Init(const BlockKey& key, const NewBlock& block);
-  void set_slot(Tier tier, uint32_t slot) { slots_[static_cast<int>(tier)].store(slot, kRelaxed); }
+  void set_slot(Tier tier, uint32_t slot) { slots_[static_cast<int>(tier)].store(slot, kStore); }
   void set_tiers(TierMask tiers) { SetState(leases(), tiers, true); }
   void set_leases(uint32_t leases) { SetState(leases, tiers(), true); }
   // Puts the entry on the free list.
@@ -69,7 +73,7 @@ class Entry {
   static constexpr int kTierShift = 24;                           // bits 24-26
   static constexpr uint32_t kLive = 1u << 27;
   void SetState(uint32_t leases, TierMask tiers, bool live) {
-    state_.store(leases | uint32_t{tiers} << kTierShift | (live ? kLive : 0), kRelaxed);
+    state_.store(leases | uint32_t{tiers} << kTierShift | (live ? kLive : 0), kStore);
   }
 
   std::atomic<uint64_t> lo_{0}, hi_{0};                 // the key
@@ -193,7 +197,7 @@ class alignas(64) BlockIndexShard {
     WriterLock lock(&mu_);
     const size_t pos = FindPos(tag, key);
     if (pos == kNoPos) return false;
-    const uint32_t local = SlotLocal(table()[pos].load(kRelaxed));
+    const uint32_t local = SlotLocal(table()[pos].load(kLoad));
     if (may_erase(std::as_const(At(local)), local)) {
       SeqWrite write(seq_);
       Remove(pos);
@@ -223,14 +227,17 @@ class alignas(64) BlockIndexShard {
   static constexpr size_t kMinTableSize = 16;
   static constexpr uint32_t kSlabGrowth = 512;  // entries committed at a time (20 KiB)
 
-  // Marks a writer's change of the shard for lock-free readers: odd while it lasts.
+  // Marks a writer's change of the shard for lock-free readers: odd while it lasts. The opening
+  // store is ordered before the change's data stores because those are release stores; a reader
+  // that sees any of them (acquire loads) then sees the odd count when it checks again.
   class SeqWrite {
    public:
     explicit SeqWrite(std::atomic<uint64_t>& seq) : seq_(seq) {
-      seq_.store(seq_.load(kRelaxed) + 1, kRelaxed);
-      std::atomic_thread_fence(std::memory_order_release);
+      seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
-    ~SeqWrite() { seq_.store(seq_.load(kRelaxed) + 1, std::memory_order_release); }
+    ~SeqWrite() { seq_.store(seq_.load(std::memory_order_relaxed) + 1, kStore); }
+    SeqWrite(const SeqWrite&) = delete;
+    SeqWrite& operator=(const SeqWrite&) = delete;
 
    private:
     std::atomic<uint64_t>& seq_;
@@ -245,7 +252,7 @@ class alignas(64) BlockIndexShard {
   size_t FindPos(uint32_t tag, const BlockKey& key) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   uint32_t FindLocal(uint32_t tag, const BlockKey& key) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     const size_t pos = FindPos(tag, key);
-    return pos == kNoPos ? kNoLocal : SlotLocal(table()[pos].load(kRelaxed));
+    return pos == kNoPos ? kNoLocal : SlotLocal(table()[pos].load(kLoad));
   }
   // Places {tag, local} at the first empty position from its home. Precondition: one is empty.
   void Place(uint32_t tag, uint32_t local) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
