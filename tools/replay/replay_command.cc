@@ -3,6 +3,7 @@
 #include "tools/replay/replay_command.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -84,7 +85,10 @@ absl::Status RunSweepMode(const ReplayPlan& plan, const Trace& trace, const Reso
   const std::string csv = plan.sweep_out + ".csv", png = plan.sweep_out + ".png";
   KVTIER_RETURN_IF_ERROR(WriteSweepCsv(points, csv));
   KVTIER_RETURN_IF_ERROR(WriteSweepPlot(
-      points, fmt::format("{}: prefix miss ratio by capacity", plan.trace_path), png));
+      points,
+      fmt::format("{}: prefix miss ratio by capacity",
+                  std::filesystem::path(plan.trace_path).filename().string()),
+      png));
   std::string out;
   if (plan.json) {
     out = SweepJson(points, trace, csv, png).dump(2) + "\n";
