@@ -107,6 +107,10 @@ absl::Status ParseModes(const ReplayFlags& f, ReplayPlan* plan) {
   if (!f.read_gbps.empty()) {
     KVTIER_ASSIGN_OR_RETURN(plan->cost.read_gbps, ParseGbpsList("--read-gbps", f.read_gbps));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSweep(const ReplayFlags& f, ReplayPlan* plan) {
   plan->sweep_mode = f.sweep;
   plan->sweep_out = f.sweep_out;
   if (f.sweep_out.empty()) return Usage("--sweep-out: empty prefix");
@@ -147,6 +151,7 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const ReplayFlags& flags) {
   KVTIER_RETURN_IF_ERROR(ParseInput(flags, &plan));
   KVTIER_RETURN_IF_ERROR(ParseTiers(flags, &plan));
   KVTIER_RETURN_IF_ERROR(ParseModes(flags, &plan));
+  KVTIER_RETURN_IF_ERROR(ParseSweep(flags, &plan));
   const bool needs_block_bytes =
       std::any_of(plan.tiers.begin(), plan.tiers.end(), [](const TierSpec& t) {
         return t.capacity.unit == Capacity::Unit::kBytes;
