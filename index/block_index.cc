@@ -49,6 +49,11 @@ absl::Status BlockIndexOptions::Validate() const {
     return absl::InvalidArgumentError("block index: expected_entries must be at most 2^32, got " +
                                       std::to_string(expected_entries));
   }
+  if (max_entries == 0 || max_entries > (size_t{1} << 32) || expected_entries > max_entries) {
+    return absl::InvalidArgumentError(
+        "block index: max_entries must be in [max(1, expected_entries), 2^32], got " +
+        std::to_string(max_entries));
+  }
   return absl::OkStatus();
 }
 
@@ -56,7 +61,11 @@ absl::StatusOr<std::unique_ptr<BlockIndex>> BlockIndex::Create(const BlockIndexO
   KVTIER_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<BlockIndex> index(new BlockIndex(options));
   // Ids are (local << shard_bits_) | shard; capping locals here keeps every id below kNoBlock.
-  const uint32_t local_limit = UINT32_MAX >> index->shard_bits_;
+  // Each shard may take 25% more than its even share (and 4096 more) of max_entries before it
+  // refuses inserts: enough for the spread of uniformly hashed keys.
+  const size_t share = options.max_entries >> index->shard_bits_;
+  const uint32_t local_limit = static_cast<uint32_t>(
+      std::min<size_t>(UINT32_MAX >> index->shard_bits_, share + share / 4 + 4096));
   const size_t per_shard = (options.expected_entries + index->shard_mask_) >> index->shard_bits_;
   for (uint32_t s = 0; s < options.num_shards; ++s) {
     if (!index->shards_[s].Init(per_shard, local_limit)) {

@@ -16,8 +16,8 @@
 // (50 at full load), plus one partly used 20 KiB slab step per shard. MemoryBytes() counts it and
 // tests/index/block_index_test.cc pins it (53.5 B/entry measured at 10 M entries). Erased entries'
 // slab space is reused, never returned. Each shard reserves address space (not memory) for the
-// largest table and slab its ids allow, so nothing ever moves: about 224 GiB of virtual address
-// space per index, whatever its size, committed only as it fills.
+// largest table and slab that BlockIndexOptions::max_entries allows, so nothing ever moves; it is
+// committed only as it fills.
 //
 // Thread-safety: every method may be called concurrently from any thread. Keys are spread over
 // `num_shards` shards, each with its own mutex for writers. LookupPrefix takes no lock: it reads
@@ -87,6 +87,12 @@ struct BlockIndexOptions {
   // Entries to size the tables for up front, so that filling to this size never rehashes (a rehash
   // holds one shard's lock for a time proportional to the shard's size). 0: grow from small.
   size_t expected_entries = 0;
+  // The most entries the index must be able to hold: sizes the address space each shard reserves
+  // (about 60 bytes of address space per entry, none of it memory until used). A shard that
+  // receives more than its share (max_entries / num_shards, plus 25% and a little for uneven
+  // spread) refuses further inserts with ResourceExhausted. The daemon sets it from its tiers' slot
+  // counts; the default, 64 Mi entries, reserves about 4 GiB of address space.
+  size_t max_entries = size_t{1} << 26;
 
   // OK, or InvalidArgument naming the bad field and value.
   absl::Status Validate() const;

@@ -13,6 +13,11 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   kvtier::replay::RegisterReplayCommand(app, &exit_code);
   kvtier::synth::RegisterSynthCommand(app, &exit_code);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every argument error exits 2, whichever CLI11 error it was.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   return exit_code;
 }

@@ -45,6 +45,31 @@ TEST(BlockIndexTest, OptionsAreValidated) {
   EXPECT_FALSE(BlockIndex::Create({.num_shards = 48}).ok());
   EXPECT_FALSE(BlockIndex::Create({.num_shards = 8192}).ok());
   EXPECT_TRUE(BlockIndex::Create({.num_shards = 1}).ok());
+  EXPECT_FALSE(BlockIndex::Create({.num_shards = 1, .max_entries = 0}).ok());
+  EXPECT_FALSE(BlockIndex::Create({.num_shards = 1, .expected_entries = 10, .max_entries = 5}).ok());
+}
+
+TEST(BlockIndexTest, ShardBeyondItsShareOfMaxEntriesRefusesInserts) {
+  // One shard: it may hold max_entries + 25% + 4096 entries, then Insert is ResourceExhausted and
+  // what is already there stays intact.
+  absl::StatusOr<std::unique_ptr<BlockIndex>> index =
+      BlockIndex::Create({.num_shards = 1, .max_entries = 100});
+  ASSERT_TRUE(index.ok()) << index.status();
+  const std::vector<BlockKey> keys = RandomKeys(5000, 11);
+  size_t accepted = 0;
+  absl::Status last;
+  for (const BlockKey& key : keys) {
+    absl::StatusOr<BlockIndex::InsertResult> r = (*index)->Insert(key, InT1(1));
+    if (!r.ok()) {
+      last = r.status();
+      break;
+    }
+    ++accepted;
+  }
+  EXPECT_EQ(accepted, 100u + 25u + 4096u);
+  EXPECT_EQ(last.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE((*index)->Find(keys[0]).has_value());
+  EXPECT_EQ((*index)->Size(), accepted);
 }
 
 TEST(BlockIndexTest, InsertFindErase) {
