@@ -9,6 +9,6 @@ cmake --build --preset default --target kvtier
 mkdir -p build/demo
 kvtier=build/default/tools/kvtier
 $kvtier synth --seed 42 --requests 20000 --out build/demo/synth.jsonl
-echo "== sample workload: build/demo/synth.jsonl; T1 of 2,000 blocks (512 tokens each) =="
+echo "== sample workload build/demo/synth.jsonl, one cache tier of 2,000 blocks of 512 tokens =="
 $kvtier replay --trace build/demo/synth.jsonl --capacity-blocks 2000 \
   --compare lru,fifo,sieve,s3fifo,arc,opt "$@"
