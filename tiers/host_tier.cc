@@ -1,0 +1,270 @@
+#include "tiers/host_tier.h"
+
+#include <fmt/format.h>
+#include <linux/memfd.h>  // MFD_HUGE_2MB
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "common/log.h"
+#include "tiers/numa_placement.h"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;  // MFD_HUGE_2MB
+constexpr uint32_t kDirectIoAlign = 4096;
+constexpr unsigned kMaxTouchThreads = 1024;
+
+std::string ErrnoText(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
+
+const char* HugePagesName(HugePages h) {
+  switch (h) {
+    case HugePages::kOn:
+      return "on";
+    case HugePages::kOff:
+      return "off";
+    default:
+      return "auto";
+  }
+}
+
+// A mapped memfd; owned by the caller (HostTier) once returned.
+struct Segment {
+  int fd = -1;
+  void* base = nullptr;
+  size_t page_bytes = 0;
+  bool huge = false;
+};
+
+absl::StatusOr<Segment> MapSegment(size_t size, bool huge) {
+  const unsigned flags = MFD_CLOEXEC | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0u);
+  const int fd = memfd_create("kvtier-t1", flags);
+  if (fd < 0) return absl::InternalError("memfd_create: " + ErrnoText(errno));
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::ResourceExhaustedError(
+        fmt::format("ftruncate to {} bytes: {}", size, ErrnoText(err)));
+  }
+  // For hugetlb the pages are reserved here, so a shortage fails now, never as a SIGBUS later.
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    const int err = errno;
+    close(fd);
+    return absl::ResourceExhaustedError(fmt::format("mmap of {} bytes: {}", size, ErrnoText(err)));
+  }
+  const size_t page = huge ? kHugePageBytes : static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return Segment{fd, base, page, huge};
+}
+
+std::string ReadSysFile(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line.empty() ? "unknown" : line;
+}
+
+std::string HugePageHint(uint64_t capacity) {
+  return fmt::format(
+      "to use them, reserve {} or more 2 MiB pages: sysctl -w vm.nr_hugepages={} (now {})",
+      capacity / kHugePageBytes, capacity / kHugePageBytes,
+      ReadSysFile("/proc/sys/vm/nr_hugepages"));
+}
+
+absl::StatusOr<Segment> CreateSegment(const HostTierOptions& options) {
+  const uint64_t capacity = options.capacity_bytes;
+  // Shared memory is not overcommitted safely: without this check a too-large segment is mapped
+  // fine and then kills the daemon (or its neighbours) while being faulted in.
+  const uint64_t physical = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  if (capacity > physical) {
+    return absl::ResourceExhaustedError(
+        fmt::format("t1.capacity_bytes: {} is more than this machine's {} bytes of memory",
+                    capacity, physical));
+  }
+  if (options.huge_pages != HugePages::kOff) {
+    if (capacity % kHugePageBytes != 0) {
+      KVTIER_LOG(kInfo, "t1",
+                 "not using huge pages: t1.capacity_bytes ({}) is not a multiple of 2 MiB",
+                 capacity);
+    } else {
+      absl::StatusOr<Segment> huge = MapSegment(capacity, /*huge=*/true);
+      if (huge.ok()) return huge;
+      if (options.huge_pages == HugePages::kOn) {
+        return absl::FailedPreconditionError(fmt::format(
+            "t1.huge_pages = on, but {} bytes of 2 MiB huge pages are not available: {}; {}",
+            capacity, std::string(huge.status().message()), HugePageHint(capacity)));
+      }
+      KVTIER_LOG(kInfo, "t1",
+                 "huge pages unavailable ({}): falling back to normal pages, with transparent huge "
+                 "pages where the kernel gives them (shmem_enabled: {}); {}",
+                 std::string(huge.status().message()),
+                 ReadSysFile("/sys/kernel/mm/transparent_hugepage/shmem_enabled"),
+                 HugePageHint(capacity));
+    }
+  }
+  KVTIER_ASSIGN_OR_RETURN(Segment seg, MapSegment(capacity, /*huge=*/false));
+  // Fewer TLB misses for clients streaming whole slots; a no-op where shmem THP is disabled.
+  if (madvise(seg.base, capacity, MADV_HUGEPAGE) != 0) {
+    KVTIER_LOG(kDebug, "t1", "madvise(MADV_HUGEPAGE): {}", ErrnoText(errno));
+  }
+  return seg;
+}
+
+}  // namespace
+
+absl::Status HostTierOptions::Validate() const {
+  if (slot_bytes == 0 || slot_bytes % kDirectIoAlign != 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "t1.slot_bytes: {} is not a positive multiple of {} (slots move to NVMe with O_DIRECT)",
+        slot_bytes, kDirectIoAlign));
+  }
+  if (capacity_bytes == 0) return absl::InvalidArgumentError("t1.capacity_bytes: must be > 0");
+  if (capacity_bytes % slot_bytes != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("t1.capacity_bytes: {} is not a multiple of t1.slot_bytes ({})", capacity_bytes,
+                    slot_bytes));
+  }
+  if (capacity_bytes / slot_bytes >= kNoSlot) {
+    return absl::InvalidArgumentError(fmt::format(
+        "t1.capacity_bytes: {} makes {} slots of t1.slot_bytes ({}); a tier addresses at most {}",
+        capacity_bytes, capacity_bytes / slot_bytes, slot_bytes, kNoSlot - 1));
+  }
+  if (huge_pages == HugePages::kOn && capacity_bytes % kHugePageBytes != 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "t1.capacity_bytes: {} is not a multiple of 2 MiB, which t1.huge_pages = on needs",
+        capacity_bytes));
+  }
+  if (dma_chunk_bytes == 0 || dma_chunk_bytes % slot_bytes != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("t1.dma_chunk_bytes: {} is not a positive multiple of t1.slot_bytes ({})",
+                    dma_chunk_bytes, slot_bytes));
+  }
+  if (touch_threads > kMaxTouchThreads) {
+    return absl::InvalidArgumentError(
+        fmt::format("t1.touch_threads: {} is more than {} (0 means one per hardware thread)",
+                    touch_threads, kMaxTouchThreads));
+  }
+  const auto bad = std::find_if_not(numa_pci_bus_id.begin(), numa_pci_bus_id.end(), [](char c) {
+    return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
+  });
+  if (bad != numa_pci_bus_id.end()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "t1.numa_pci_bus_id: \"{}\" is not a PCI bus id like 0000:3b:00.0", numa_pci_bus_id));
+  }
+  return absl::OkStatus();
+}
+
+HostTier::HostTier(int fd, std::byte* base, size_t size, uint32_t slot_bytes)
+    : fd_(fd),
+      base_(base),
+      size_(size),
+      slot_bytes_(slot_bytes),
+      allocator_(static_cast<uint32_t>(size / slot_bytes)) {}
+
+HostTier::~HostTier() {
+  dma_.reset();  // unregisters before the memory goes away
+  munmap(base_, size_);
+  close(fd_);
+}
+
+absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(const HostTierOptions& options) {
+  KVTIER_RETURN_IF_ERROR(options.Validate());
+  const auto start = std::chrono::steady_clock::now();
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<NumaPlacement> numa,
+                          NumaPlacement::Create(!options.numa_pci_bus_id.empty()));
+  const NumaNode node = numa->ChooseNode(options.numa_pci_bus_id);
+  KVTIER_ASSIGN_OR_RETURN(Segment seg, CreateSegment(options));
+  // From here the tier owns fd and mapping, so every early return below releases them.
+  std::unique_ptr<HostTier> tier(new HostTier(seg.fd, static_cast<std::byte*>(seg.base),
+                                              options.capacity_bytes, options.slot_bytes));
+  HostTierPlacement& where = tier->placement_;
+  where.numa_node = node.os_index;
+  where.numa_why = node.why;
+  where.page_bytes = seg.page_bytes;
+  where.huge_pages = seg.huge;
+  const absl::Status bound = numa->BindArea(seg.base, tier->size_, node.os_index);
+  where.numa_bound = bound.ok();
+  if (!bound.ok()) {
+    KVTIER_LOG(kWarn, "t1",
+               "segment not bound to its NUMA node, pages go where the kernel puts "
+               "them: {}",
+               std::string(bound.message()));
+  }
+  const unsigned threads = options.touch_threads != 0
+                               ? options.touch_threads
+                               : std::max(1u, std::thread::hardware_concurrency());
+  KVTIER_RETURN_IF_ERROR(
+      numa->TouchParallel(seg.base, tier->size_, seg.page_bytes, threads, node.os_index));
+  where.create_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  KVTIER_LOG(
+      kInfo, "t1",
+      "segment of {} bytes ({} slots of {} bytes, huge_pages={}): NUMA node {} of {} ({}{}), "
+      "{} KiB pages{}, faulted in by {} threads, ready in {:.3f} s",
+      tier->size_, tier->capacity_slots(), tier->slot_bytes_, HugePagesName(options.huge_pages),
+      node.os_index, numa->num_nodes(), node.why, where.numa_bound ? ", bound" : ", not bound",
+      seg.page_bytes / 1024, seg.huge ? " (hugetlb)" : "", threads, where.create_seconds);
+  tier->dma_ = DmaRegistration::Start(seg.base, tier->size_, options.dma_chunk_bytes);
+  return tier;
+}
+
+absl::StatusOr<SlotId> HostTier::Allocate() { return allocator_.Allocate(); }
+
+void HostTier::Free(SlotId slot) {
+  const absl::Status status = allocator_.Free(slot);
+  if (!status.ok()) KVTIER_LOG(kError, "t1", "refused: {}", std::string(status.message()));
+}
+
+void HostTier::Write(SlotId slot, const BlockRecord& record, const void* src, IoDone done) {
+  absl::Status status;
+  if (!ValidSlot(slot) || record.payload_bytes > slot_bytes_) {
+    write_errors_.fetch_add(1, std::memory_order_relaxed);
+    status = absl::InvalidArgumentError(
+        fmt::format("t1 write: slot {} of {}, payload {} bytes of at most {}", slot,
+                    capacity_slots(), record.payload_bytes, slot_bytes_));
+  } else {
+    std::memcpy(SlotData(slot), src, record.payload_bytes);
+    writes_.fetch_add(1, std::memory_order_relaxed);
+    write_bytes_.fetch_add(record.payload_bytes, std::memory_order_relaxed);
+  }
+  if (done) done(std::move(status));
+}
+
+void HostTier::Read(SlotId slot, void* dst, IoDone done) {
+  absl::Status status;
+  if (!ValidSlot(slot)) {
+    read_errors_.fetch_add(1, std::memory_order_relaxed);
+    status = absl::InvalidArgumentError(
+        fmt::format("t1 read: slot {} out of range ({} slots)", slot, capacity_slots()));
+  } else {
+    std::memcpy(dst, SlotData(slot), slot_bytes_);
+    reads_.fetch_add(1, std::memory_order_relaxed);
+    read_bytes_.fetch_add(slot_bytes_, std::memory_order_relaxed);
+  }
+  if (done) done(std::move(status));
+}
+
+TierStats HostTier::Stats() const {
+  TierStats s;
+  s.slot_bytes = slot_bytes_;
+  s.capacity_slots = capacity_slots();
+  s.used_slots = allocator_.used();
+  s.reads = reads_.load(std::memory_order_relaxed);
+  s.read_bytes = read_bytes_.load(std::memory_order_relaxed);
+  s.read_errors = read_errors_.load(std::memory_order_relaxed);
+  s.writes = writes_.load(std::memory_order_relaxed);
+  s.write_bytes = write_bytes_.load(std::memory_order_relaxed);
+  s.write_errors = write_errors_.load(std::memory_order_relaxed);
+  s.rejected_allocations = allocator_.exhausted();
+  return s;
+}
+
+}  // namespace kvtier
