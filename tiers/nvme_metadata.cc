@@ -1,0 +1,150 @@
+#include "tiers/nvme_metadata.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include "common/log.h"
+
+namespace kvtier {
+namespace {
+
+constexpr size_t kKeyBytes = 20;
+constexpr size_t kValueBytes = 29;
+constexpr uint8_t kValueVersion = 1;
+constexpr char kLayoutKey[] = "kvtier.t2.layout";
+
+template <typename T>
+void PutLe(char* out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+template <typename T>
+T GetLe(const char* in) {
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<uint8_t>(in[i])) << (8 * i);
+  return v;
+}
+
+std::string EncodeKey(const BlockKey& key, SlotId slot) {
+  std::string out(kKeyBytes, '\0');
+  const auto bytes = key.Bytes();
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  for (int i = 0; i < 4; ++i) out[16 + i] = static_cast<char>((slot >> (8 * (3 - i))) & 0xff);
+  return out;
+}
+
+std::string EncodeValue(const StoredRecord& r) {
+  std::string out(kValueBytes, '\0');
+  out[0] = static_cast<char>(kValueVersion);
+  PutLe<uint64_t>(&out[1], r.record.namespace_id);
+  PutLe<uint32_t>(&out[9], r.record.payload_bytes);
+  PutLe<uint64_t>(&out[13], r.record.checksum);
+  PutLe<uint64_t>(&out[21], r.epoch);
+  return out;
+}
+
+bool Decode(const rocksdb::Slice& k, const rocksdb::Slice& v, StoredRecord* r) {
+  if (k.size() != kKeyBytes || v.size() != kValueBytes || v[0] != kValueVersion) return false;
+  r->record.key.lo = GetLe<uint64_t>(k.data());
+  r->record.key.hi = GetLe<uint64_t>(k.data() + 8);
+  r->slot = 0;
+  for (int i = 0; i < 4; ++i) r->slot = (r->slot << 8) | static_cast<uint8_t>(k[16 + i]);
+  r->record.namespace_id = GetLe<uint64_t>(v.data() + 1);
+  r->record.payload_bytes = GetLe<uint32_t>(v.data() + 9);
+  r->record.checksum = GetLe<uint64_t>(v.data() + 13);
+  r->epoch = GetLe<uint64_t>(v.data() + 21);
+  return true;
+}
+
+absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  if (s.IsNoSpace()) return absl::ResourceExhaustedError(fmt::format("t2 metadata {}: {}", what, s.ToString()));
+  return absl::InternalError(fmt::format("t2 metadata {}: {}", what, s.ToString()));
+}
+
+}  // namespace
+
+NvmeMetadata::NvmeMetadata(rocksdb::DB* db, bool sync) : db_(db), sync_(sync) {}
+NvmeMetadata::~NvmeMetadata() = default;
+
+absl::StatusOr<std::unique_ptr<NvmeMetadata>> NvmeMetadata::Open(const std::string& dir, bool sync,
+                                                                 const SlotLayout& layout) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.compression = rocksdb::kNoCompression;  // 49-byte records; scans should not decompress
+  options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  options.keep_log_file_num = 2;
+  rocksdb::DB* db = nullptr;
+  const rocksdb::Status s = rocksdb::DB::Open(options, dir, &db);
+  if (!s.ok()) {
+    return absl::InternalError(
+        fmt::format("t2.metadata_directory: opening RocksDB at {}: {}", dir, s.ToString()));
+  }
+  std::unique_ptr<NvmeMetadata> meta(new NvmeMetadata(db, sync));
+  KVTIER_RETURN_IF_ERROR(meta->CheckLayout(layout));
+  return meta;
+}
+
+absl::Status NvmeMetadata::CheckLayout(const SlotLayout& layout) {
+  const std::string want = fmt::format("slot_bytes={} directories={} slots_per_directory={}",
+                                       layout.slot_bytes, layout.directories,
+                                       layout.slots_per_directory);
+  std::string have;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kLayoutKey, &have);
+  if (s.IsNotFound()) {
+    rocksdb::WriteOptions w;
+    w.sync = true;
+    return FromRocks(db_->Put(w, kLayoutKey, want), "layout stamp");
+  }
+  KVTIER_RETURN_IF_ERROR(FromRocks(s, "layout stamp"));
+  if (have != want) {
+    return absl::FailedPreconditionError(fmt::format(
+        "t2.slot_bytes / t2.directories / t2.capacity_bytes: the data was written with {}, the "
+        "config asks for {}; restore the settings or empty the directories",
+        have, want));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NvmeMetadata::PutBatch(const std::vector<StoredRecord>& records) {
+  rocksdb::WriteBatch batch;
+  for (const StoredRecord& r : records) {
+    batch.Put(EncodeKey(r.record.key, r.slot), EncodeValue(r));
+  }
+  rocksdb::WriteOptions w;
+  w.sync = sync_;
+  return FromRocks(db_->Write(w, &batch), "put");
+}
+
+absl::Status NvmeMetadata::Delete(const BlockKey& key, SlotId slot) {
+  rocksdb::WriteOptions w;
+  w.sync = sync_;
+  return FromRocks(db_->Delete(w, EncodeKey(key, slot)), "delete");
+}
+
+absl::Status NvmeMetadata::Scan(const std::function<void(const StoredRecord&)>& visit,
+                                uint64_t* malformed) {
+  rocksdb::ReadOptions r;
+  r.fill_cache = false;
+  r.readahead_size = 4 << 20;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(r));
+  StoredRecord rec;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (it->key() == rocksdb::Slice(kLayoutKey)) continue;
+    if (!Decode(it->key(), it->value(), &rec)) {
+      KVTIER_LOG(kWarn, "t2", "dropping malformed metadata entry ({} key bytes, {} value bytes)",
+                 it->key().size(), it->value().size());
+      ++*malformed;
+      (void)db_->Delete(rocksdb::WriteOptions(), it->key());
+      continue;
+    }
+    visit(rec);
+  }
+  return FromRocks(it->status(), "scan");
+}
+
+}  // namespace kvtier

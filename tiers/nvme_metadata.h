@@ -1,0 +1,70 @@
+// The T2 tier's persistent record of what its slots hold, in RocksDB beside the data (DESIGN.md
+// "Tiers"). Internal to the T2 tier (nvme_tier.cc).
+//
+// One RocksDB entry per stored block:
+//   key   = the block key's 16 canonical bytes (BlockKey::Bytes) ‖ slot as 4 big-endian bytes
+//   value = version byte (1) ‖ namespace id u64 ‖ payload bytes u32 ‖ XXH3-64 u64 ‖ epoch u64 (LE)
+// The slot is part of the key so that one key stored twice (two slots) gives two records and
+// deleting one never deletes the other; recovery hands both to the caller, whose block index
+// keeps one. One more entry, kLayoutKey, stamps the slot geometry the data was written with, so a
+// restart with another slot size or directory count fails instead of misreading slots.
+//
+// Thread-safety: every method may be called concurrently (RocksDB serialises its writers).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "tiers/storage_tier.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace kvtier {
+
+struct StoredRecord {
+  BlockRecord record;
+  SlotId slot = kNoSlot;
+  uint64_t epoch = 0;  // write order: larger is newer
+};
+
+// The slot geometry the data was written with.
+struct SlotLayout {
+  uint32_t slot_bytes = 0;
+  uint32_t directories = 0;
+  uint32_t slots_per_directory = 0;
+};
+
+class NvmeMetadata {
+ public:
+  // Opens (creating if missing) the database in `dir`. `sync`: every write is synced (WAL fsync)
+  // before it returns. Fails with FailedPrecondition naming the setting if the stored layout
+  // differs from `layout`; stores `layout` on first use.
+  static absl::StatusOr<std::unique_ptr<NvmeMetadata>> Open(const std::string& dir, bool sync,
+                                                            const SlotLayout& layout);
+  ~NvmeMetadata();
+  NvmeMetadata(const NvmeMetadata&) = delete;
+  NvmeMetadata& operator=(const NvmeMetadata&) = delete;
+
+  // Puts every record in one atomic batch (one WAL write, one sync).
+  absl::Status PutBatch(const std::vector<StoredRecord>& records);
+  absl::Status Delete(const BlockKey& key, SlotId slot);
+
+  // Calls `visit` for every well-formed record, in key order, without reading any payload.
+  // Malformed entries are deleted, logged and counted in *malformed.
+  absl::Status Scan(const std::function<void(const StoredRecord&)>& visit, uint64_t* malformed);
+
+ private:
+  NvmeMetadata(rocksdb::DB* db, bool sync);
+  absl::Status CheckLayout(const SlotLayout& layout);
+
+  std::unique_ptr<rocksdb::DB> db_;
+  const bool sync_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,92 @@
+#include "tiers/nvme_options.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kAlign = 4096;
+constexpr uint64_t kMaxSlotBytes = uint64_t{1} << 30;
+
+// OK if `path` is an existing directory this process may create files in.
+absl::Status CheckDirectory(const std::string& setting, const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(fmt::format("{}: {} does not exist", setting, path));
+    if (err == EACCES) {
+      return absl::PermissionDeniedError(
+          fmt::format("{}: {}: permission denied", setting, path));
+    }
+    return absl::InvalidArgumentError(fmt::format("{}: {}: {}", setting, path, std::strerror(err)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(fmt::format("{}: {} is not a directory", setting, path));
+  }
+  if (::access(path.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(fmt::format(
+        "{}: {}: permission denied (the daemon needs to create files there)", setting, path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSizes(const NvmeTierOptions& o) {
+  if (o.slot_bytes == 0 || o.slot_bytes % kAlign != 0 || o.slot_bytes > kMaxSlotBytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "t2.slot_bytes: {} is not a positive multiple of 4096 up to 1 GiB", o.slot_bytes));
+  }
+  if (o.capacity_bytes == 0 || o.capacity_bytes % o.slot_bytes != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("t2.capacity_bytes: {} is not a positive multiple of t2.slot_bytes ({})",
+                    o.capacity_bytes, o.slot_bytes));
+  }
+  const uint64_t total = o.capacity_bytes / o.slot_bytes * o.directories.size();
+  if (total >= UINT32_MAX) {
+    return absl::InvalidArgumentError(fmt::format(
+        "t2.capacity_bytes: {} directories of {} bytes make {} slots; at most {} are addressable",
+        o.directories.size(), o.capacity_bytes, total, UINT32_MAX - 1));
+  }
+  if (o.queue_depth == 0 || o.queue_depth > 4096) {
+    return absl::InvalidArgumentError(
+        fmt::format("t2.queue_depth: {} is not in [1, 4096]", o.queue_depth));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string NvmeTierOptions::MetadataDirectory() const {
+  if (!metadata_directory.empty()) return metadata_directory;
+  return directories.empty() ? std::string() : directories[0] + "/kvtier-t2-meta";
+}
+
+absl::Status NvmeTierOptions::Validate() const {
+  if (directories.empty()) {
+    return absl::InvalidArgumentError("t2.directories: at least one directory is needed");
+  }
+  for (size_t i = 0; i < directories.size(); ++i) {
+    KVTIER_RETURN_IF_ERROR(CheckDirectory(fmt::format("t2.directories[{}]", i), directories[i]));
+  }
+  KVTIER_RETURN_IF_ERROR(ValidateSizes(*this));
+  for (size_t i = 0; i < registered_ranges.size(); ++i) {
+    const RegisteredRange& r = registered_ranges[i];
+    if (r.base == nullptr || r.bytes == 0) {
+      return absl::InvalidArgumentError(fmt::format(
+          "t2.registered_ranges[{}]: empty range (base {}, {} bytes)", i, r.base, r.bytes));
+    }
+  }
+  if (!metadata_directory.empty()) {
+    const size_t cut = metadata_directory.find_last_of('/');
+    const std::string parent = cut == std::string::npos ? "." : metadata_directory.substr(0, cut);
+    KVTIER_RETURN_IF_ERROR(CheckDirectory("t2.metadata_directory (parent)", parent.empty() ? "/" : parent));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,209 @@
+// NvmeTier: start-up (files, metadata, warm restart), slot allocation and stats. The data path
+// (Write, Read and their completions) is in nvme_tier_io.cc.
+#include "tiers/nvme_tier.h"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "tiers/nvme_metadata.h"
+#include "tiers/nvme_ring.h"
+#include "tiers/slot_file.h"
+
+namespace kvtier {
+namespace {
+
+constexpr size_t kMaxFixedBuffer = size_t{1} << 30;
+
+// The registered ranges cut into <= 1 GiB iovecs (the kernel's limit for one fixed buffer).
+std::vector<iovec> FixedBuffers(const std::vector<RegisteredRange>& ranges) {
+  std::vector<iovec> out;
+  for (const RegisteredRange& r : ranges) {
+    for (size_t done = 0; done < r.bytes; done += kMaxFixedBuffer) {
+      out.push_back(iovec{static_cast<char*>(r.base) + done, std::min(kMaxFixedBuffer, r.bytes - done)});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+NvmeTier::NvmeTier(const NvmeTierOptions& options)
+    : options_(options),
+      num_dirs_(static_cast<uint32_t>(options.directories.size())),
+      total_slots_(options.SlotsPerDirectory() * num_dirs_),
+      pending_(num_dirs_) {}
+
+NvmeTier::~NvmeTier() {
+  rings_.clear();  // drains in-flight I/O and its commits while metadata and files still exist
+}
+
+absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(const NvmeTierOptions& options,
+                                                         const T2RecoveryVisitor& visitor) {
+  KVTIER_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<NvmeTier> tier(new NvmeTier(options));
+  KVTIER_RETURN_IF_ERROR(tier->OpenFilesAndMetadata());
+  KVTIER_RETURN_IF_ERROR(tier->Recover(visitor));
+  KVTIER_RETURN_IF_ERROR(tier->StartRings());
+  return tier;
+}
+
+absl::Status NvmeTier::OpenFilesAndMetadata() {
+  const uint64_t file_bytes = uint64_t{options_.SlotsPerDirectory()} * options_.slot_bytes;
+  for (uint32_t d = 0; d < num_dirs_; ++d) {
+    KVTIER_ASSIGN_OR_RETURN(
+        auto file, SlotFile::Open(options_.directories[d], file_bytes, options_.preallocate,
+                                  fmt::format("t2.directories[{}]", d)));
+    files_.push_back(std::move(file));
+  }
+  const SlotLayout layout{options_.slot_bytes, num_dirs_, options_.SlotsPerDirectory()};
+  KVTIER_ASSIGN_OR_RETURN(
+      metadata_, NvmeMetadata::Open(options_.MetadataDirectory(),
+                                    options_.durability == T2Durability::kFdatasync, layout));
+  return absl::OkStatus();
+}
+
+void NvmeTier::AdoptRecord(const StoredRecord& r, std::vector<StoredRecord>* stale) {
+  if (r.slot >= total_slots_ || r.record.payload_bytes == 0 ||
+      r.record.payload_bytes > options_.slot_bytes) {
+    stale->push_back(r);  // from another layout or damaged: useless, and never trusted
+    return;
+  }
+  Slot& s = slots_[r.slot];
+  if (s.state == SlotState::kStored) {
+    // Two records for one slot happen only after a failed delete: the newer write owns the bytes.
+    if (s.epoch > r.epoch) {
+      stale->push_back(r);
+      return;
+    }
+    stale->push_back(StoredRecord{s.record, r.slot, s.epoch});
+  }
+  s.record = r.record;
+  s.epoch = r.epoch;
+  s.state = SlotState::kStored;
+}
+
+absl::Status NvmeTier::Recover(const T2RecoveryVisitor& visitor) {
+  const auto start = std::chrono::steady_clock::now();
+  slots_.assign(total_slots_, Slot{});
+  uint64_t malformed = 0, max_epoch = 0;
+  std::vector<StoredRecord> stale;
+  KVTIER_RETURN_IF_ERROR(metadata_->Scan(
+      [&](const StoredRecord& r) {
+        max_epoch = std::max(max_epoch, r.epoch);
+        AdoptRecord(r, &stale);
+      },
+      &malformed));
+  for (const StoredRecord& r : stale) {
+    KVTIER_LOG(kWarn, "t2", "dropping stale record of key {} in slot {}", r.record.key.ToHex(), r.slot);
+    (void)metadata_->Delete(r.record.key, r.slot);
+  }
+  next_epoch_ = max_epoch + 1;
+  free_.reserve(total_slots_);
+  for (SlotId s = total_slots_; s-- > 0;) {
+    if (slots_[s].state == SlotState::kFree) {
+      free_.push_back(s);
+    } else {
+      ++used_;
+      if (visitor) visitor(slots_[s].record, s);
+    }
+  }
+  recovered_blocks_ = used_;
+  recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  KVTIER_LOG(kInfo, "t2", "warm restart: {} blocks in {:.3f} s ({:.2f} M blocks/s), {} dropped",
+             used_, recovery_seconds_, used_ / std::max(recovery_seconds_, 1e-9) / 1e6,
+             stale.size() + malformed);
+  return absl::OkStatus();
+}
+
+absl::Status NvmeTier::StartRings() {
+  const std::vector<iovec> buffers = FixedBuffers(options_.registered_ranges);
+  for (uint32_t d = 0; d < num_dirs_; ++d) {
+    KVTIER_ASSIGN_OR_RETURN(auto ring,
+                            NvmeRing::Create(files_[d]->fd(), options_.queue_depth, buffers,
+                                             [this, d] { CommitBatch(d); }, files_[d]->path()));
+    rings_.push_back(std::move(ring));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SlotId> NvmeTier::Allocate() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!admitting_) {
+    ++rejected_;
+    return absl::UnavailableError("t2 is not admitting (disk full or failed metadata write)");
+  }
+  if (free_.empty()) {
+    ++rejected_;
+    return absl::ResourceExhaustedError("t2 is full");
+  }
+  const SlotId slot = free_.back();
+  free_.pop_back();
+  slots_[slot].state = SlotState::kAllocated;
+  ++used_;
+  return slot;
+}
+
+void NvmeTier::Free(SlotId slot) {
+  BlockRecord record;
+  bool stored = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slot >= total_slots_ || slots_[slot].state == SlotState::kFree) {
+      KVTIER_LOG(kError, "t2", "Free of slot {} that is not allocated; ignored", slot);
+      return;
+    }
+    stored = slots_[slot].state == SlotState::kStored;
+    record = slots_[slot].record;
+  }
+  if (stored) {
+    const absl::Status s = metadata_->Delete(record.key, slot);
+    if (!s.ok()) Retire(slot, fmt::format("deleting the record of key {}: {}", record.key.ToHex(), s.ToString()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_[slot].state = SlotState::kFree;
+  --used_;
+  if (!slots_[slot].retired) free_.push_back(slot);
+}
+
+void NvmeTier::StopAdmitting(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (admitting_) KVTIER_LOG(kError, "t2", "stopped admitting: {}", why);
+  admitting_ = false;
+}
+
+void NvmeTier::Retire(SlotId slot, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!slots_[slot].retired) KVTIER_LOG(kError, "t2", "retiring slot {}: {}", slot, why);
+  slots_[slot].retired = true;
+}
+
+TierStats NvmeTier::Stats() const {
+  TierStats st;
+  st.slot_bytes = options_.slot_bytes;
+  st.capacity_slots = total_slots_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st.used_slots = used_;
+    st.admitting = admitting_;
+  }
+  st.reads = reads_;
+  st.read_bytes = read_bytes_;
+  st.read_errors = read_errors_;
+  st.writes = writes_;
+  st.write_bytes = write_bytes_;
+  st.write_errors = write_errors_;
+  st.checksum_failures = checksum_failures_;
+  st.rejected_allocations = rejected_;
+  return st;
+}
+
+std::pair<std::string, uint64_t> NvmeTier::SlotLocation(SlotId slot) const {
+  return {files_[DirOf(slot)]->path(), OffsetOf(slot)};
+}
+
+}  // namespace kvtier

@@ -1,0 +1,144 @@
+// T2: the NVMe tier (DESIGN.md "Tiers", issue 3 "T2: NVMe tier").
+//
+// Layout. Each configured directory (one per device) holds one slot file of
+// capacity_bytes / slot_bytes slots, opened O_DIRECT, with its own io_uring and completion thread.
+// Slot s lives in directory s % N at offset (s / N) * slot_bytes, so consecutive allocations spread
+// over the devices. The records of what the slots hold live in RocksDB (nvme_metadata.h).
+//
+// Write order (the crash-safety contract): payload written → (durability kFdatasync: the slot file
+// fdatasync'ed) → record put to RocksDB (synced under kFdatasync) → `done`. A daemon killed at any
+// instant restarts with every block whose `done` got OK (under kFdatasync: also across power loss)
+// and never with a record whose payload was not completely written. Writes that finish together
+// are committed together: one fdatasync and one RocksDB batch per completion batch per device.
+// Free: RocksDB delete → slot back in the free set.
+//
+// Reads verify the payload's XXH3-64 against the record before `done` gets OK. A mismatch gives
+// DataLoss, counts a checksum failure, logs the key and deletes the record; the slot stays
+// allocated (the caller, told DataLoss, drops the block and Frees the slot as for any miss).
+//
+// Failures. ENOSPC, EDQUOT or EFBIG on a write, or any failed metadata put, stops admission
+// (Allocate → Unavailable, Stats().admitting = false) until restart; the write's `done` gets the
+// error. Any other failed write, and any failed read, retires the slot: it is not reused after its
+// Free. Every failure is counted and logged; reads of other blocks go on.
+//
+// Buffers. `src`/`dst` must be aligned to 4096 and have room for payload_bytes rounded up to 4096
+// (at most slot_bytes): O_DIRECT moves whole 4 KiB blocks. Inside options.registered_ranges a
+// transfer uses a fixed buffer (one DMA, no per-I/O pinning); outside it falls back to a plain
+// O_DIRECT read/write, which is correct but pins pages per I/O (for tests and tools; the daemon
+// registers its T1 segment). A misaligned buffer gets InvalidArgument.
+//
+// Thread-safety: every method may be called from any thread. `done` runs on the directory's
+// completion thread (inline on the caller's thread for an argument error) and must not block.
+// Preconditions of StorageTier hold: no Free, Write or Read of a slot while I/O on it is in flight.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tiers/nvme_options.h"
+#include "tiers/storage_tier.h"
+
+namespace kvtier {
+
+class NvmeMetadata;
+class NvmeRing;
+class SlotFile;
+struct StoredRecord;
+
+// Called once per block found in RocksDB at start, before Open returns, so the caller can refill
+// its block index. The slot counts as allocated: the caller Frees it if it does not keep the block.
+using T2RecoveryVisitor = std::function<void(const BlockRecord& record, SlotId slot)>;
+
+class NvmeTier final : public StorageTier {
+ public:
+  // Validates `options`, opens (or creates) the slot files and the metadata database, rebuilds the
+  // slot table from RocksDB without reading payloads (warm restart; the time and rate are logged),
+  // hands every recovered block to `visitor` (may be null), and starts the rings.
+  static absl::StatusOr<std::unique_ptr<NvmeTier>> Open(const NvmeTierOptions& options,
+                                                        const T2RecoveryVisitor& visitor);
+  // Waits for in-flight I/O (its `done`s run), then closes everything.
+  ~NvmeTier() override;
+
+  Tier tier() const override { return Tier::kT2; }
+  uint32_t slot_bytes() const override { return options_.slot_bytes; }
+  uint32_t capacity_slots() const override { return total_slots_; }
+
+  absl::StatusOr<SlotId> Allocate() override;
+  void Free(SlotId slot) override;
+  void Write(SlotId slot, const BlockRecord& record, const void* src, IoDone done) override;
+  void Read(SlotId slot, void* dst, IoDone done) override;
+  TierStats Stats() const override;
+
+  // Where `slot` lives: the slot file's path and the byte offset. For tools and fault tests.
+  std::pair<std::string, uint64_t> SlotLocation(SlotId slot) const;
+  // Blocks recovered at Open and the seconds the rebuild took.
+  uint64_t recovered_blocks() const { return recovered_blocks_; }
+  double recovery_seconds() const { return recovery_seconds_; }
+
+ private:
+  enum class SlotState : uint8_t { kFree, kAllocated, kStored };
+  struct Slot {
+    BlockRecord record;  // meaningful in kStored
+    uint64_t epoch = 0;
+    SlotState state = SlotState::kFree;
+    bool retired = false;  // never handed out again
+  };
+  struct PendingWrite {
+    SlotId slot;
+    BlockRecord record;
+    uint64_t epoch;
+    IoDone done;
+  };
+
+  explicit NvmeTier(const NvmeTierOptions& options);
+  absl::Status OpenFilesAndMetadata();
+  absl::Status Recover(const T2RecoveryVisitor& visitor);
+  // Puts one scanned record in the slot table, or in *stale if it must be deleted.
+  void AdoptRecord(const StoredRecord& r, std::vector<StoredRecord>* stale);
+  absl::Status StartRings();
+  uint32_t DirOf(SlotId slot) const { return slot % num_dirs_; }
+  uint64_t OffsetOf(SlotId slot) const { return uint64_t{slot / num_dirs_} * options_.slot_bytes; }
+
+  // Completion-thread halves of Write and Read (nvme_tier_io.cc).
+  void OnWriteDone(uint32_t dir, PendingWrite write, uint32_t len, int res);
+  void CommitBatch(uint32_t dir);
+  void FinishCommit(std::vector<PendingWrite>& batch, const absl::Status& status);
+  void OnReadDone(SlotId slot, const BlockRecord& record, uint64_t epoch, void* dst, uint32_t len,
+                  int res, const IoDone& done);
+  // Deletes the record of `slot` (if it still is `epoch`'s) and leaves the slot allocated.
+  absl::Status DropRecord(SlotId slot, uint64_t epoch);
+  void StopAdmitting(const std::string& why);
+  void Retire(SlotId slot, const std::string& why);
+
+  const NvmeTierOptions options_;
+  const uint32_t num_dirs_;
+  const uint32_t total_slots_;
+  std::unique_ptr<NvmeMetadata> metadata_;
+  std::vector<std::unique_ptr<SlotFile>> files_;  // [num_dirs_]
+  // Writes whose payload is written and whose record is not yet put, per directory. Each vector is
+  // touched only by its directory's completion thread.
+  std::vector<std::vector<PendingWrite>> pending_;
+
+  mutable std::mutex mu_;
+  std::vector<Slot> slots_;      // [total_slots_], guarded by mu_
+  std::vector<SlotId> free_;     // free, unretired slots; back is handed out next; guarded by mu_
+  uint64_t used_ = 0;            // slots not kFree; guarded by mu_
+  bool admitting_ = true;        // guarded by mu_
+
+  std::atomic<uint64_t> next_epoch_{1};
+  std::atomic<uint64_t> reads_{0}, read_bytes_{0}, read_errors_{0};
+  std::atomic<uint64_t> writes_{0}, write_bytes_{0}, write_errors_{0};
+  std::atomic<uint64_t> checksum_failures_{0}, rejected_{0};
+  uint64_t recovered_blocks_ = 0;
+  double recovery_seconds_ = 0;
+
+  // Last: destroyed first, so no completion runs while the rest is torn down.
+  std::vector<std::unique_ptr<NvmeRing>> rings_;  // [num_dirs_]
+};
+
+}  // namespace kvtier

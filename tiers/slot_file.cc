@@ -1,0 +1,76 @@
+#include "tiers/slot_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace kvtier {
+namespace {
+
+absl::Status Errno(int err, const std::string& setting, const std::string& what) {
+  const std::string msg = fmt::format("{}: {}: {}", setting, what, std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) return absl::ResourceExhaustedError(msg);
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
+  return absl::InternalError(msg);
+}
+
+// Gives a new (empty) file its full size.
+absl::Status Size(int fd, uint64_t bytes, bool preallocate, const std::string& setting,
+                  const std::string& path) {
+  if (preallocate) {
+    const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (rc != 0) {
+      return Errno(rc, setting, fmt::format("reserving {} bytes for {} (t2.capacity_bytes)", bytes, path));
+    }
+    return absl::OkStatus();
+  }
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    return Errno(errno, setting, fmt::format("sizing {} to {} bytes", path, bytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SlotFile>> SlotFile::Open(const std::string& directory,
+                                                         uint64_t bytes, bool preallocate,
+                                                         const std::string& setting) {
+  const std::string path = directory + "/" + kFileName;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EINVAL) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: {}: the file system does not support O_DIRECT", setting, path));
+    }
+    return Errno(err, setting, fmt::format("opening {}", path));
+  }
+  std::unique_ptr<SlotFile> file(new SlotFile(fd, path));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Errno(errno, setting, fmt::format("stat {}", path));
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size == 0) {
+    KVTIER_RETURN_IF_ERROR(Size(fd, bytes, preallocate, setting, path));
+  } else if (size != bytes) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{}: {} holds {} bytes but t2.capacity_bytes is {}; restore the setting or remove the file",
+        setting, path, size, bytes));
+  }
+  return file;
+}
+
+SlotFile::~SlotFile() { ::close(fd_); }
+
+absl::Status SlotFile::Sync() const {
+  if (::fdatasync(fd_) != 0) {
+    return absl::InternalError(fmt::format("t2: fdatasync {}: {}", path_, std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,40 @@
+// One T2 slot file: `slots` fixed-size slots back to back in one file opened O_DIRECT, so a slot
+// read or write goes straight between the device and the caller's (T1) memory. Internal to the T2
+// tier. The file is created at the full size on first use; an existing file of the right size is
+// reused as it is (warm restart) and one of another size is an error (the layout changed).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace kvtier {
+
+class SlotFile {
+ public:
+  static constexpr char kFileName[] = "kvtier-t2.slots";
+
+  // Opens or creates `<directory>/kvtier-t2.slots`. `preallocate`: reserve every block with
+  // fallocate (ENOSPC at start, not mid-write); otherwise a sparse file. `setting` names the config
+  // entry in errors (e.g. "t2.directories[1]").
+  static absl::StatusOr<std::unique_ptr<SlotFile>> Open(const std::string& directory,
+                                                        uint64_t bytes, bool preallocate,
+                                                        const std::string& setting);
+  ~SlotFile();
+  SlotFile(const SlotFile&) = delete;
+  SlotFile& operator=(const SlotFile&) = delete;
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  // fdatasync(2) of the file: OK or Internal with errno text.
+  absl::Status Sync() const;
+
+ private:
+  SlotFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  const int fd_;
+  const std::string path_;
+};
+
+}  // namespace kvtier
