@@ -122,6 +122,13 @@ absl::StatusOr<uint64_t> ResolveCapacity(const std::string& where, const Capacit
     return absl::InvalidArgumentError(
         fmt::format("{}: capacity is less than one block", where));
   }
+  // Block ids are 32-bit; a larger capacity cannot be filled and would overflow byte counts.
+  constexpr double kMaxBlocks = 4294967295.0;
+  if (!(blocks <= kMaxBlocks)) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: capacity of {:.4g} blocks is more than the 2^32 - 1 a tier can hold", where,
+                    blocks));
+  }
   return static_cast<uint64_t>(blocks);
 }
 

@@ -137,11 +137,8 @@ absl::Status ParseSweep(const ReplayFlags& f, ReplayPlan* plan) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> BlockBytes(const ReplayPlan& plan, uint32_t block_tokens) {
-  if (!plan.model_path) return plan.block_bytes;
-  absl::StatusOr<ModelShape> shape = LoadModelShape(*plan.model_path);
-  if (!shape.ok()) return Usage(fmt::format("--model: {}", std::string(shape.status().message())));
-  return shape->KvBytesPerToken() * block_tokens;
+uint64_t BlockBytes(const ReplayPlan& plan, uint32_t block_tokens) {
+  return plan.model ? plan.model->KvBytesPerToken() * block_tokens : plan.block_bytes;
 }
 
 }  // namespace
@@ -152,6 +149,11 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const ReplayFlags& flags) {
   KVTIER_RETURN_IF_ERROR(ParseTiers(flags, &plan));
   KVTIER_RETURN_IF_ERROR(ParseModes(flags, &plan));
   KVTIER_RETURN_IF_ERROR(ParseSweep(flags, &plan));
+  if (plan.model_path) {
+    absl::StatusOr<ModelShape> shape = LoadModelShape(*plan.model_path);
+    if (!shape.ok()) return Usage(fmt::format("--model: {}", std::string(shape.status().message())));
+    plan.model = *std::move(shape);
+  }
   const bool needs_block_bytes =
       std::any_of(plan.tiers.begin(), plan.tiers.end(), [](const TierSpec& t) {
         return t.capacity.unit == Capacity::Unit::kBytes;
@@ -167,7 +169,7 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const ReplayFlags& flags) {
 
 absl::StatusOr<ResolvedTiers> ResolveTiers(const ReplayPlan& plan, const Trace& trace) {
   ResolvedTiers out;
-  KVTIER_ASSIGN_OR_RETURN(out.block_bytes, BlockBytes(plan, trace.block_tokens));
+  out.block_bytes = BlockBytes(plan, trace.block_tokens);
   for (size_t i = 0; i < plan.tiers.size(); ++i) {
     const TierSpec& spec = plan.tiers[i];
     const std::string where = plan.tiers.size() == 1 && spec.config.name == "T0"

@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "tools/replay/cost_model.h"
+#include "tools/replay/model_config.h"
 #include "tools/replay/replay_args.h"
 #include "tools/replay/sweep.h"
 #include "tools/replay/trace_reader.h"
@@ -42,6 +43,9 @@ struct ReplayPlan {
   TraceLoadOptions load;
   std::vector<TierSpec> tiers;         // top first; capacities not yet in blocks
   std::optional<std::string> model_path;
+  // Loaded from model_path by MakeReplayPlan, before any trace is read, so a bad model file is
+  // reported at once.
+  std::optional<ModelShape> model;
   uint64_t block_bytes = 0;            // from --block-bytes; 0 = unset
   CostModel cost;                      // read_gbps as given by --read-gbps (may be short)
   std::vector<std::string> compare;    // empty = one run

@@ -14,8 +14,21 @@ double MeanSavingMs(const SimResult& r) {
   return r.requests ? r.ttft_saving_s * 1e3 / double(r.requests) : 0.0;
 }
 
+// Belady ignores leaf-first and admission filters, so its rows never claim them.
+bool IsOpt(const TierConfig& tier) { return tier.eviction.policy == "opt"; }
+
 std::string TierPolicy(const TierConfig& tier) {
-  return tier.leaf_first ? tier.eviction.policy + "+leaf" : tier.eviction.policy;
+  return tier.leaf_first && !IsOpt(tier) ? tier.eviction.policy + "+leaf" : tier.eviction.policy;
+}
+
+std::string TierAdmission(const TierConfig& tier) {
+  return IsOpt(tier) ? "-" : tier.admission.policy;
+}
+
+// ", 3 malformed lines skipped" when --skip-bad dropped any, so a table never hides them.
+std::string SkippedNote(uint64_t skipped_lines) {
+  return skipped_lines == 0 ? std::string()
+                            : fmt::format(", {} malformed lines skipped", GroupDigits(skipped_lines));
 }
 
 nlohmann::json TierJson(const TierConfig& tier, const TierCounters& c, uint64_t refs,
@@ -129,10 +142,11 @@ std::string FormatReportTable(const ReplayReport& report) {
   const SimResult& r = report.result;
   const uint64_t bb = report.block_bytes;
   std::string out = fmt::format(
-      "trace {}: {} requests, {} block refs, {} unique blocks, {} tokens per block{}\n\n",
+      "trace {}: {} requests, {} block refs, {} unique blocks, {} tokens per block{}{}\n\n",
       report.trace_path, GroupDigits(r.requests), GroupDigits(r.block_refs),
       GroupDigits(r.unique_blocks), report.block_tokens,
-      bb ? fmt::format(" ({} each)", HumanBytes(bb)) : std::string());
+      bb ? fmt::format(" ({} each)", HumanBytes(bb)) : std::string(),
+      SkippedNote(report.skipped_lines));
   out += fmt::format("{:<6} {:<12} {:<9} {:>12} {:>8} {:>8} {:>15}  {:>11} {:>11} {:>11} {:>11}\n",
                      "tier", "policy", "admission", "capacity", "block", "prefix", "tokens saved",
                      "promoted", "demoted", "written", "evictions");
@@ -141,7 +155,7 @@ std::string FormatReportTable(const ReplayReport& report) {
     const TierCounters& c = r.counters[t];
     out += fmt::format(
         "{:<6} {:<12} {:<9} {:>12} {:>8.4f} {:>8.4f} {:>15}  {:>11} {:>11} {:>11} {:>11}\n",
-        tier.name, TierPolicy(tier), tier.admission.policy, GroupDigits(tier.capacity_blocks),
+        tier.name, TierPolicy(tier), TierAdmission(tier), GroupDigits(tier.capacity_blocks),
         Ratio(c.block_hits, r.block_refs), Ratio(c.prefix_hits, r.block_refs),
         GroupDigits(c.tokens_saved), GroupDigits(c.promoted), GroupDigits(c.demoted),
         GroupDigits(c.written), GroupDigits(c.evictions));
@@ -166,16 +180,16 @@ std::string FormatCompareTable(const std::vector<ReplayReport>& reports) {
     capacities += fmt::format("{}{} {} blocks", capacities.empty() ? "" : ", ", tier.name,
                               GroupDigits(tier.capacity_blocks));
   }
-  std::string out = fmt::format("trace {}: {} requests, {} block refs, {} unique blocks; {}\n\n",
-                                reports.front().trace_path, GroupDigits(first.requests),
-                                GroupDigits(first.block_refs), GroupDigits(first.unique_blocks),
-                                capacities);
+  std::string out = fmt::format(
+      "trace {}: {} requests, {} block refs, {} unique blocks{}; {}\n\n",
+      reports.front().trace_path, GroupDigits(first.requests), GroupDigits(first.block_refs),
+      GroupDigits(first.unique_blocks), SkippedNote(reports.front().skipped_lines), capacities);
   out += fmt::format("{:<14} {:<9} {:>10} {:>11} {:>12} {:>16} {:>15}\n", "policy", "admission",
                      "block hit", "prefix hit", "prefix miss", "tokens saved", "TTFT saved/req");
   for (const ReplayReport& report : reports) {
     const SimResult& r = report.result;
     out += fmt::format("{:<14} {:<9} {:>10.4f} {:>11.4f} {:>12.4f} {:>16} {:>12.2f} ms\n",
-                       TierPolicy(r.tiers.front()), r.tiers.front().admission.policy,
+                       TierPolicy(r.tiers.front()), TierAdmission(r.tiers.front()),
                        r.BlockHitRatio(), r.PrefixHitRatio(), 1.0 - r.PrefixHitRatio(),
                        GroupDigits(r.tokens_saved), MeanSavingMs(r));
   }

@@ -38,6 +38,7 @@ TierConfig PointTier(const SweepPoint& p, bool leaf_first) {
   tier.capacity_blocks = p.capacity_blocks;
   tier.eviction.policy = p.policy;
   tier.admission.policy = p.policy == "opt" ? "all" : p.admission;
+  tier.admission.window_blocks = 0;  // = capacity, exactly as `replay` builds the same tier
   tier.leaf_first = leaf_first && p.policy != "opt";
   return tier;
 }
