@@ -1,6 +1,8 @@
 #include "tiers/nvme_metadata.h"
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 #include <rocksdb/db.h>
@@ -126,11 +128,16 @@ absl::Status NvmeMetadata::Delete(const BlockKey& key, SlotId slot) {
   return FromRocks(db_->Delete(w, EncodeKey(key, slot)), "delete");
 }
 
-absl::Status NvmeMetadata::Scan(const std::function<void(const StoredRecord&)>& visit,
-                                uint64_t* malformed) {
+absl::Status NvmeMetadata::ScanRange(int lo, int hi, std::vector<StoredRecord>* out,
+                                     uint64_t* malformed) {
+  // Record keys start with a hash byte, so byte ranges split the records evenly.
+  const char lo_byte = static_cast<char>(lo), hi_byte = static_cast<char>(hi);
+  const rocksdb::Slice lower(&lo_byte, 1), upper(&hi_byte, 1);
   rocksdb::ReadOptions r;
   r.fill_cache = false;
   r.readahead_size = 4 << 20;
+  if (lo > 0) r.iterate_lower_bound = &lower;
+  if (hi < 256) r.iterate_upper_bound = &upper;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(r));
   StoredRecord rec;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -142,9 +149,30 @@ absl::Status NvmeMetadata::Scan(const std::function<void(const StoredRecord&)>& 
       (void)db_->Delete(rocksdb::WriteOptions(), it->key());
       continue;
     }
-    visit(rec);
+    out->push_back(rec);
   }
   return FromRocks(it->status(), "scan");
+}
+
+absl::Status NvmeMetadata::Scan(const std::function<void(const StoredRecord&)>& visit,
+                                uint64_t* malformed) {
+  const int parts = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  std::vector<std::vector<StoredRecord>> found(parts);
+  std::vector<absl::Status> status(parts);
+  std::vector<uint64_t> bad(parts, 0);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < parts; ++p) {
+    threads.emplace_back([&, p] {
+      status[p] = ScanRange(256 * p / parts, 256 * (p + 1) / parts, &found[p], &bad[p]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int p = 0; p < parts; ++p) {
+    KVTIER_RETURN_IF_ERROR(status[p]);
+    *malformed += bad[p];
+    for (const StoredRecord& r : found[p]) visit(r);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kvtier
