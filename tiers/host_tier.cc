@@ -190,30 +190,34 @@ absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(const HostTierOptions
   where.numa_why = node.why;
   where.page_bytes = seg.page_bytes;
   where.huge_pages = seg.huge;
-  const absl::Status bound = numa->BindArea(seg.base, tier->size_, node.os_index);
-  where.numa_bound = bound.ok();
+  const unsigned threads = options.touch_threads != 0
+                               ? options.touch_threads
+                               : std::max(1u, std::thread::hardware_concurrency());
+  KVTIER_RETURN_IF_ERROR(tier->BindAndTouch(*numa, threads));
+  where.create_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  KVTIER_LOG(kInfo, "t1",
+             "segment of {} bytes ({} slots of {} bytes, huge_pages={}): NUMA node {} of {} ({}, "
+             "{}), {} KiB pages{}, faulted in by {} threads, ready in {:.3f} s",
+             tier->size_, tier->capacity_slots(), tier->slot_bytes_,
+             HugePagesName(options.huge_pages), node.os_index, numa->num_nodes(), node.why,
+             where.numa_bound ? "bound" : "not bound", seg.page_bytes / 1024,
+             seg.huge ? " (hugetlb)" : "", threads, where.create_seconds);
+  tier->dma_ = DmaRegistration::Start(seg.base, tier->size_, options.dma_chunk_bytes);
+  return tier;
+}
+
+absl::Status HostTier::BindAndTouch(const NumaPlacement& numa, unsigned threads) {
+  // Bind before the first touch: the policy decides where a page goes when it is faulted in.
+  const absl::Status bound = numa.BindArea(base_, size_, placement_.numa_node);
+  placement_.numa_bound = bound.ok();
   if (!bound.ok()) {
     KVTIER_LOG(kWarn, "t1",
                "segment not bound to its NUMA node, pages go where the kernel puts "
                "them: {}",
                std::string(bound.message()));
   }
-  const unsigned threads = options.touch_threads != 0
-                               ? options.touch_threads
-                               : std::max(1u, std::thread::hardware_concurrency());
-  KVTIER_RETURN_IF_ERROR(
-      numa->TouchParallel(seg.base, tier->size_, seg.page_bytes, threads, node.os_index));
-  where.create_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  KVTIER_LOG(
-      kInfo, "t1",
-      "segment of {} bytes ({} slots of {} bytes, huge_pages={}): NUMA node {} of {} ({}{}), "
-      "{} KiB pages{}, faulted in by {} threads, ready in {:.3f} s",
-      tier->size_, tier->capacity_slots(), tier->slot_bytes_, HugePagesName(options.huge_pages),
-      node.os_index, numa->num_nodes(), node.why, where.numa_bound ? ", bound" : ", not bound",
-      seg.page_bytes / 1024, seg.huge ? " (hugetlb)" : "", threads, where.create_seconds);
-  tier->dma_ = DmaRegistration::Start(seg.base, tier->size_, options.dma_chunk_bytes);
-  return tier;
+  return numa.TouchParallel(base_, size_, placement_.page_bytes, threads, placement_.numa_node);
 }
 
 absl::StatusOr<SlotId> HostTier::Allocate() { return allocator_.Allocate(); }

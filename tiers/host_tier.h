@@ -27,6 +27,8 @@
 
 namespace kvtier {
 
+class NumaPlacement;
+
 enum class HugePages {
   kAuto,  // 2 MiB huge pages when the system has them reserved, else normal pages (logged)
   kOn,    // huge pages or fail at start
@@ -96,6 +98,8 @@ class HostTier final : public StorageTier {
 
  private:
   HostTier(int fd, std::byte* base, size_t size, uint32_t slot_bytes);
+  // Binds the segment to placement_.numa_node and faults it in from `threads` threads.
+  absl::Status BindAndTouch(const NumaPlacement& numa, unsigned threads);
   bool ValidSlot(SlotId slot) const { return slot < allocator_.capacity(); }
 
   const int fd_;
