@@ -2,24 +2,33 @@
 //
 //   T1: resident blocks seen once recently (LRU order); T2: resident blocks seen at least twice.
 //   B1, B2: ghost keys of blocks evicted from T1, T2. p: the adaptive target size of T1, in [0, c].
+//   L1 = T1 + B1, L2 = T2 + B2.
 //
 //   Insert, key in B1:  p = min(c, p + max(1, |B2| / |B1|)); key leaves B1; block to MRU of T2.
 //   Insert, key in B2:  p = max(0, p - max(1, |B1| / |B2|)); key leaves B2; block to MRU of T2.
-//   Insert, otherwise:  block to MRU of T1.
+//   Insert, otherwise:  case IV below; block to MRU of T1.
 //   Touch:              block to MRU of T2.
 //   Evict (REPLACE):    from T1's LRU end into B1 if T1 is non-empty and (|T1| > p, or |T1| = p and
 //                       the last Insert was a B2 hit); otherwise from T2's LRU end into B2.
 //
+//   Case IV, the ghost lists before a new block enters (all sizes without it):
+//     A. |L1| = c: if |T1| < c, drop B1's LRU ghost and REPLACE; else (T1 holds c blocks, B1 is
+//        empty) T1's LRU block leaves with no ghost, and B2 is left alone.
+//     B. |L1| < c and |L1| + |L2| = 2c: drop B2's LRU ghost, then REPLACE.
+//
 // The paper runs REPLACE inside the miss, after adapting p and before x enters T1/T2; callers of
 // this interface insert first and then evict while over capacity. So Insert does the paper's steps
-// up to REPLACE at once (adapt p, take the key out of its ghost list, trim the ghost lists as case
-// IV does) but links the block into T1/T2 only at the next call other than Evict or after the next
-// Evict that finds a victim among the older blocks; REPLACE compares p with |T1| without it, as the
-// paper does. Only when no older block may go is the pending block itself the victim.
+// up to REPLACE at once (adapt p, take the key out of its ghost list, case IV's ghost drops, sized
+// without the new block as the paper sizes them) but links the block into T1/T2 only at the next
+// call other than Evict or after the next Evict that finds a victim among the older blocks; REPLACE
+// compares p with |T1| without it, as the paper does. Only when no older block may go is the
+// pending block itself the victim.
 //
-// Ghost bounds (|T1| + |B1| <= c, all four lists <= 2c, counting the pending block) are restored by
-// dropping the oldest ghosts: B1's while |T1| + |B1| > c, then B2's (B1's once B2 is empty) while
-// the total exceeds 2c. With at most c blocks resident this is exactly the paper's case IV.
+// After each eviction the bounds |L1| <= c and |L1| + |L2| <= 2c are restored by dropping the
+// oldest ghosts (B1's, then B2's, then B1's again). Under the paper's calls (one eviction per miss
+// of a full cache) only case IV-A with a full T1 reaches them: the victim, T1's LRU, is then B1's
+// only ghost and is dropped at once, which is the paper's "no ghost". Under other calls (Erase, a
+// caller that evicts less or more) they keep the ghost lists bounded by 2c.
 //
 // With can_evict: a rejected block is passed over and keeps its place; if REPLACE's list has no
 // acceptable block the other list is tried. Nothing changes when every block is rejected.
@@ -74,6 +83,9 @@ class ArcPolicy final : public EvictionPolicy {
   // Evicts the least recent acceptable block of `from` into `ghosts`.
   std::optional<BlockId> EvictFrom(IntrusiveList& from, GhostQueue& ghosts,
                                    absl::FunctionRef<bool(BlockId)> can_evict);
+  // Case IV's ghost drops, before a new block (not a ghost hit) enters T1.
+  void MakeGhostRoomForNewBlock();
+  // Restores |L1| <= c and |L1| + |L2| <= 2c after an eviction.
   void TrimGhosts();
 
   const size_t c_;
@@ -107,10 +119,10 @@ void ArcPolicy::Insert(BlockId id, uint64_t ghost_key) {
     last_insert_hit_b2_ = true;
     list_[id] = kT2;
   } else {
+    MakeGhostRoomForNewBlock();
     list_[id] = kT1;
   }
   pending_ = id;
-  TrimGhosts();
 }
 
 std::optional<BlockId> ArcPolicy::Evict(absl::FunctionRef<bool(BlockId)> can_evict) {
@@ -146,6 +158,18 @@ std::optional<BlockId> ArcPolicy::EvictFrom(IntrusiveList& from, GhostQueue& gho
     return id;
   }
   return std::nullopt;
+}
+
+void ArcPolicy::MakeGhostRoomForNewBlock() {
+  // Sized without the new block, which is not linked yet: counting it would make a full T1 with a
+  // full B2 look like case IV-B at 2c + 1 and drop a B2 ghost the paper keeps.
+  if (t1_.size() + b1_.size() >= c_) {  // IV-A
+    // With T1 full, B1 is empty and nothing is dropped here; TrimGhosts drops the victim's ghost.
+    while (!b1_.empty() && t1_.size() + b1_.size() >= c_) b1_.PopOldest();
+    return;
+  }
+  auto total = [this] { return t1_.size() + t2_.size() + b1_.size() + b2_.size(); };
+  while (!b2_.empty() && total() >= 2 * c_) b2_.PopOldest();  // IV-B
 }
 
 void ArcPolicy::TrimGhosts() {

@@ -1,8 +1,8 @@
 // S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction", SOSP'23), following the
 // paper's Algorithm 1 and its reference implementation in libCacheSim (S3FIFO.c, original variant):
 //
-//   - S, a small probationary FIFO of about small_fraction * capacity blocks; M, the main FIFO with
-//     the rest; G, a FIFO of ghost keys as long as M's target.
+//   - S, a small probationary FIFO of max(1, floor(small_fraction * capacity)) blocks; M, the main
+//     FIFO with the rest (its target); G, a FIFO of max(1, M's target) ghost keys, oldest dropped.
 //   - Insert: to M if the ghost key is in G (removed from G), else to S; frequency 0.
 //   - Touch: frequency + 1, saturating at 3 (2 bits). Nothing moves.
 //   - Evict from M while |M| exceeds its target or S is empty, else from S.
@@ -17,6 +17,12 @@
 // at once (and takes its key out of G) but links it in only at the next call other than Evict or
 // after the next Evict that finds a victim among the older blocks; only when none of those may go
 // is the pending block itself the victim (leaving a ghost if it was bound for S).
+//
+// G is consulted in libCacheSim's order, not Algorithm 1's: libCacheSim looks the missed key up in
+// G (and removes it) before making room, Algorithm 1 only after, when inserting. The two differ
+// when making room pushes a ghost that overflows G: there the paper may forget the new key's ghost
+// (the block then goes to S) or drop one older ghost more. We keep libCacheSim's order, the
+// authors' own simulator's; Insert, which runs before Evict, implements it naturally.
 //
 // Unlike the paper we return one victim per call and let the caller decide when to call, so a block
 // moved from S to M never triggers a nested eviction of M: M may overshoot its target by the blocks
