@@ -163,5 +163,79 @@ TEST(ReplayCliTest, SweepWritesACsvAndAPng) {
   EXPECT_GT(std::filesystem::file_size(prefix + ".png"), 0u);
 }
 
+// A few hundred requests over a few dozen prefix chains, so that admission and capacity matter.
+std::string ChurnTrace() {
+  std::string text;
+  uint64_t x = 12345;
+  for (int r = 0; r < 300; ++r) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t chain = (x >> 33) % 40, len = 1 + (x >> 20) % 6;
+    std::string ids;
+    for (uint64_t b = 0; b < len; ++b) ids += (b ? ", " : "") + std::to_string(chain * 100 + b);
+    text += R"({"timestamp": 0, "input_length": )" + std::to_string(len * 512) +
+            R"(, "output_length": 1, "hash_ids": [)" + ids + "]}\n";
+  }
+  return WriteFile("replay_cli_churn.jsonl", text);
+}
+
+double ReplayPrefixHit(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--trace", ChurnTrace(), "--capacity-blocks", "20",
+                                   "--admission", "second", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliResult r = RunReplay(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out)["prefix_hit_ratio"].get<double>();
+}
+
+double SweepPrefixHit(const std::vector<std::string>& extra) {
+  const std::string prefix = ::testing::TempDir() + "/replay_cli_sweep_eq";
+  std::vector<std::string> args = {"--trace", ChurnTrace(), "--sweep", "--sweep-out", prefix,
+                                   "--compare", "lru", "--sweep-capacities", "20",
+                                   "--sweep-admissions", "second", "--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliResult r = RunReplay(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream csv(prefix + ".csv");
+  std::string line;
+  while (std::getline(csv, line)) {
+    if (line.rfind("lru,second,20,", 0) != 0) continue;
+    // policy,admission,capacity_blocks,capacity_fraction,block_hit,block_miss,prefix_hit,...
+    size_t pos = 0;
+    for (int field = 0; field < 6; ++field) pos = line.find(',', pos) + 1;
+    return std::stod(line.substr(pos));
+  }
+  ADD_FAILURE() << "no lru,second,20 row in " << prefix << ".csv";
+  return -1;
+}
+
+TEST(ReplayCliTest, SweepPointEqualsTheSameReplay) {
+  // A sweep point must simulate exactly the tier `replay` builds from the same settings,
+  // admission window included.
+  // The CSV holds six decimals.
+  EXPECT_NEAR(SweepPrefixHit({}), ReplayPrefixHit({}), 1e-6);
+  EXPECT_NEAR(SweepPrefixHit({"--admission-window", "500"}),
+              ReplayPrefixHit({"--admission-window", "500"}), 1e-6);
+}
+
+TEST(ReplayCliTest, AdmissionWindowIsAFlagAndATierKey) {
+  // A window longer than the cache remembers first attempts that a capacity-sized one forgets.
+  EXPECT_NE(ReplayPrefixHit({"--admission-window", "500"}), ReplayPrefixHit({}));
+  const CliResult tier = RunReplay({"--trace", ChurnTrace(), "--json", "--tier",
+                                    "capacity=20,admission=second,admission_window=500"});
+  ASSERT_EQ(tier.exit_code, 0) << tier.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(tier.out)["prefix_hit_ratio"].get<double>(),
+                   ReplayPrefixHit({"--admission-window", "500"}));
+  ExpectUsageError({"--trace", ChurnTrace(), "--capacity-blocks", "20", "--admission-window", "0"},
+                   "--admission-window");
+  ExpectUsageError({"--trace", ChurnTrace(), "--tier", "capacity=20,admission_window=x"},
+                   "admission_window");
+}
+
+TEST(ReplayCliTest, CapacitiesBeyondThirtyTwoBitsAreRefused) {
+  ExpectUsageError({"--trace", SmallTrace(), "--tier", "capacity=1e300"}, "2^32 - 1");
+  ExpectUsageError({"--trace", SmallTrace(), "--capacity-bytes", "1e30B", "--block-bytes", "1"},
+                   "2^32 - 1");
+}
+
 }  // namespace
 }  // namespace kvtier::replay

@@ -63,13 +63,16 @@ absl::Status ApplyTierKey(const std::string& where, const std::string& key, cons
   } else if (key == "admission") {
     KVTIER_RETURN_IF_ERROR(CheckAdmissionName(at, value));
     spec->config.admission.policy = value;
+  } else if (key == "admission_window" || key == "admission-window") {
+    KVTIER_ASSIGN_OR_RETURN(spec->config.admission.window_blocks, ParseUint(at, value));
   } else if (key == "leaf_first" || key == "leaf-first") {
     KVTIER_ASSIGN_OR_RETURN(spec->config.leaf_first, ParseBool(at, value));
   } else if (key == "read_gbps" || key == "read-gbps") {
     KVTIER_ASSIGN_OR_RETURN(spec->read_gbps, ParsePositive(at, value));
   } else {
     return absl::InvalidArgumentError(fmt::format(
-        "{}: unknown key '{}' (known: name, capacity, policy, admission, leaf_first, read_gbps)",
+        "{}: unknown key '{}' (known: name, capacity, policy, admission, admission_window, leaf_first, "
+        "read_gbps)",
         where, key));
   }
   return absl::OkStatus();
@@ -138,7 +141,7 @@ absl::StatusOr<TierSpec> ParseTierSpec(size_t index, const std::string& text,
   spec.config.name = fmt::format("T{}", index);
   spec.config.eviction.policy = defaults.policy;
   spec.config.admission.policy = defaults.admission;
-  spec.config.admission.window_blocks = 0;  // = capacity
+  spec.config.admission.window_blocks = defaults.admission_window;  // 0 = capacity
   spec.config.leaf_first = defaults.leaf_first;
   bool has_capacity = false;
   KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> items,

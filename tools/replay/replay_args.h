@@ -4,7 +4,8 @@
 // Tier specs (repeatable --tier, top tier first):
 //   --tier "name=T1,capacity=10GiB,policy=s3fifo,admission=second,leaf_first,read_gbps=50"
 // Keys: name (default T<index>), capacity (required), policy and admission (default --policy and
-// --admission), leaf_first[=true|false] (default --leaf-first), read_gbps (default --read-gbps).
+// --admission), admission_window (default --admission-window), leaf_first[=true|false] (default
+// --leaf-first), read_gbps (default --read-gbps).
 // Capacities: "20000" blocks; "10GiB", "1.5TB", "512MiB", "4096B" bytes (need the block size);
 // "5%" of the trace's unique blocks.
 #pragma once
@@ -43,6 +44,7 @@ struct TierDefaults {
   std::string policy = "lru";
   std::string admission = "all";
   bool leaf_first = false;
+  uint64_t admission_window = 0;  // 0 = the tier's capacity
 };
 
 // Parses the `index`-th --tier spec (0-based). Errors name the tier and the key.

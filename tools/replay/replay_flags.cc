@@ -17,6 +17,9 @@ void AddReplayFlags(CLI::App& sub, ReplayFlags* f) {
                              EvictionPolicyNames()))->option_text("P (lru)");
   sub.add_option("--admission", f->admission,
                  fmt::format("Admission filter: {}", AdmissionPolicyNames()))->option_text("A (all)");
+  sub.add_option("--admission-window", f->admission_window,
+                 "Blocks the 'second' filter remembers (default: the tier's capacity; TinyLFU-style "
+                 "filters use several times the capacity)")->option_text("N");
   sub.add_flag("--leaf-first", f->leaf_first, "Prefix-aware: evict only blocks with no resident child");
   sub.add_option("--capacity-blocks", f->capacity_blocks, "One tier of N blocks")->option_text("N");
   sub.add_option("--capacity-bytes", f->capacity_bytes,

@@ -46,7 +46,6 @@ absl::StatusOr<TierSpec> SingleTier(const ReplayFlags& f) {
   TierSpec spec;
   spec.config.eviction.policy = f.policy;
   spec.config.admission.policy = f.admission;
-  spec.config.admission.window_blocks = 0;
   spec.config.leaf_first = f.leaf_first;
   if (!f.capacity_blocks.empty()) {
     KVTIER_ASSIGN_OR_RETURN(uint64_t blocks, ParseUint("--capacity-blocks", f.capacity_blocks));
@@ -62,6 +61,11 @@ absl::StatusOr<TierSpec> SingleTier(const ReplayFlags& f) {
 absl::Status ParseTiers(const ReplayFlags& f, ReplayPlan* plan) {
   KVTIER_RETURN_IF_ERROR(CheckPolicyName("--policy", f.policy));
   KVTIER_RETURN_IF_ERROR(CheckAdmissionName("--admission", f.admission));
+  if (!f.admission_window.empty()) {
+    KVTIER_ASSIGN_OR_RETURN(plan->admission_window, ParseUint("--admission-window", f.admission_window));
+    if (plan->admission_window == 0) return Usage("--admission-window: must be > 0");
+    plan->sweep.admission_window = plan->admission_window;
+  }
   const int given = !f.capacity_blocks.empty() + !f.capacity_bytes.empty() + !f.tiers.empty();
   if (given > 1) {
     return Usage("--capacity-blocks, --capacity-bytes and --tier are exclusive: give one (a --tier "
@@ -74,9 +78,10 @@ absl::Status ParseTiers(const ReplayFlags& f, ReplayPlan* plan) {
   if (given == 0) return Usage("give a capacity: --capacity-blocks N, --capacity-bytes SIZE or --tier SPEC");
   if (f.tiers.empty()) {
     KVTIER_ASSIGN_OR_RETURN(TierSpec spec, SingleTier(f));
+    spec.config.admission.window_blocks = plan->admission_window;
     plan->tiers.push_back(std::move(spec));
   }
-  const TierDefaults defaults{f.policy, f.admission, f.leaf_first};
+  const TierDefaults defaults{f.policy, f.admission, f.leaf_first, plan->admission_window};
   for (size_t i = 0; i < f.tiers.size(); ++i) {
     KVTIER_ASSIGN_OR_RETURN(TierSpec spec, ParseTierSpec(i, f.tiers[i], defaults));
     plan->tiers.push_back(std::move(spec));

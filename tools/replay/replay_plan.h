@@ -25,6 +25,7 @@ struct ReplayFlags {
   bool skip_bad = false;
   std::string policy = "lru", admission = "all";
   bool leaf_first = false;
+  std::string admission_window;  // blocks; empty = each tier's capacity
   std::string capacity_blocks, capacity_bytes;
   std::vector<std::string> tiers;
   std::string model, block_bytes;
@@ -43,6 +44,7 @@ struct ReplayPlan {
   TraceLoadOptions load;
   std::vector<TierSpec> tiers;         // top first; capacities not yet in blocks
   std::optional<std::string> model_path;
+  uint64_t admission_window = 0;  // --admission-window; 0 = each tier's capacity
   // Loaded from model_path by MakeReplayPlan, before any trace is read, so a bad model file is
   // reported at once.
   std::optional<ModelShape> model;

@@ -33,13 +33,14 @@ std::vector<SweepPoint> PlanPoints(const SweepConfig& config, uint64_t unique_bl
   return points;
 }
 
-TierConfig PointTier(const SweepPoint& p, bool leaf_first) {
+TierConfig PointTier(const SweepPoint& p, const SweepConfig& config) {
   TierConfig tier;
   tier.capacity_blocks = p.capacity_blocks;
   tier.eviction.policy = p.policy;
   tier.admission.policy = p.policy == "opt" ? "all" : p.admission;
-  tier.admission.window_blocks = 0;  // = capacity, exactly as `replay` builds the same tier
-  tier.leaf_first = leaf_first && p.policy != "opt";
+  // 0 = capacity, exactly as `replay` builds the same tier.
+  tier.admission.window_blocks = config.admission_window;
+  tier.leaf_first = config.leaf_first && p.policy != "opt";
   return tier;
 }
 
@@ -65,7 +66,7 @@ absl::StatusOr<std::vector<SweepPoint>> RunSweep(
   SweepConfig config = in;
   if (config.capacities.empty()) config.capacities = DefaultSweepCapacities(trace.num_blocks());
   std::vector<SweepPoint> points = PlanPoints(config, trace.num_blocks());
-  for (const SweepPoint& p : points) KVTIER_RETURN_IF_ERROR(ValidateTiers({PointTier(p, config.leaf_first)}));
+  for (const SweepPoint& p : points) KVTIER_RETURN_IF_ERROR(ValidateTiers({PointTier(p, config)}));
   std::vector<uint32_t> next_use;
   if (std::find(config.policies.begin(), config.policies.end(), "opt") != config.policies.end()) {
     next_use = NextUseByRequest(trace.refs, trace.request_begin, trace.num_blocks());
@@ -77,7 +78,7 @@ absl::StatusOr<std::vector<SweepPoint>> RunSweep(
   absl::Status status;
   auto worker = [&] {
     for (size_t i = next++; i < points.size(); i = next++) {
-      absl::StatusOr<SimResult> r = Simulate(trace, {PointTier(points[i], config.leaf_first)}, options);
+      absl::StatusOr<SimResult> r = Simulate(trace, {PointTier(points[i], config)}, options);
       std::lock_guard<std::mutex> lock(mu);
       if (!r.ok()) {
         status.Update(r.status());

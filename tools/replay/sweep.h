@@ -18,6 +18,7 @@ struct SweepConfig {
   std::vector<std::string> admissions = {"all"};  // "opt" runs once per capacity, without one
   std::vector<uint64_t> capacities;               // blocks; empty = DefaultSweepCapacities
   bool leaf_first = false;
+  uint64_t admission_window = 0;                  // blocks; 0 = each point's capacity
   unsigned threads = 0;                           // 0 = hardware concurrency
 };
 
