@@ -10,8 +10,8 @@
 // background DMA registration is done (0 in the CPU build). Sizes run one after another; each
 // segment is freed before the next is made, so peak memory is the largest size.
 //
-//   kvtier_host_tier_bench [--gib 1,4] [--touch-threads N] [--repeat R]
-//   (defaults: 1 and 4 GiB, one thread per hardware thread, best of 1)
+//   kvtier_host_tier_bench [--gib 1,4] [--touch-threads N] [--repeat R] [--pci BUS_ID]
+//   (defaults: 1 and 4 GiB, one thread per hardware thread, best of 1, node of the main thread)
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -38,10 +38,12 @@ struct Options {
   std::vector<double> gib = {1, 4};
   unsigned touch_threads = 0;
   int repeat = 1;
+  std::string pci;  // place T1 near this PCI device (the GPU), as the daemon does
 };
 
 [[noreturn]] void Usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--gib 1,4,8] [--touch-threads N] [--repeat R]\n", argv0);
+  std::fprintf(stderr, "usage: %s [--gib 1,4,8] [--touch-threads N] [--repeat R] [--pci BUS_ID]\n",
+               argv0);
   std::exit(2);
 }
 
@@ -57,6 +59,8 @@ Options ParseArgs(int argc, char** argv) {
       }
     } else if (flag == "--touch-threads") {
       o.touch_threads = static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
+    } else if (flag == "--pci") {
+      o.pci = argv[i + 1];
     } else if (flag == "--repeat") {
       o.repeat = std::atoi(argv[i + 1]);
     } else {
@@ -110,10 +114,11 @@ struct T1Times {
   bool huge = false;
 };
 
-T1Times HostTierSeconds(size_t bytes, unsigned touch_threads) {
+T1Times HostTierSeconds(size_t bytes, const Options& o) {
   HostTierOptions options;
   options.capacity_bytes = bytes;
-  options.touch_threads = touch_threads;
+  options.touch_threads = o.touch_threads;
+  options.numa_pci_bus_id = o.pci;
   T1Times t;
   const auto start = Clock::now();
   absl::StatusOr<std::unique_ptr<HostTier>> tier = HostTier::Create(options);
@@ -144,7 +149,7 @@ void RunSize(double gib, const Options& o) {
   T1Times best;
   double memset_s = -1, pinned_s = -1;
   for (int r = 0; r < o.repeat; ++r) {
-    const T1Times t = HostTierSeconds(bytes, o.touch_threads);
+    const T1Times t = HostTierSeconds(bytes, o);
     if (best.create < 0 || t.create + t.register_ < best.create + best.register_) best = t;
     const double m = MemsetSeconds(bytes);
     if (memset_s < 0 || (m >= 0 && m < memset_s)) memset_s = m;

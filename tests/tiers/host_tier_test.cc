@@ -318,5 +318,35 @@ TEST(HostTierTest, UnknownPciDeviceFallsBackToANodeAndSaysWhy) {
       << tier->placement().numa_why;
 }
 
+// A storage, network or display device, which hwloc keeps in its topology, or "" when none.
+std::string FirstImportantPciDevice() {
+  for (const auto& e : std::filesystem::directory_iterator("/sys/bus/pci/devices")) {
+    std::ifstream in(e.path() / "class");
+    std::string cls;
+    in >> cls;  // "0x020000": base class in the first two hex digits
+    if (cls.rfind("0x01", 0) == 0 || cls.rfind("0x02", 0) == 0 || cls.rfind("0x03", 0) == 0) {
+      return e.path().filename().string();
+    }
+  }
+  return "";
+}
+
+TEST(HostTierTest, KnownPciDevicePlacesTheSegmentOnItsNode) {
+  const std::string bus_id = FirstImportantPciDevice();
+  if (bus_id.empty()) GTEST_SKIP() << "no storage, network or display PCI device here";
+  HostTierOptions o = SmallOptions();
+  o.numa_pci_bus_id = bus_id;
+  std::unique_ptr<HostTier> tier = MakeTier(o);
+  ASSERT_NE(tier, nullptr);
+  EXPECT_NE(tier->placement().numa_why.find("nearest PCI device " + bus_id), std::string::npos)
+      << tier->placement().numa_why;
+  std::ifstream node_file("/sys/bus/pci/devices/" + bus_id + "/numa_node");
+  int node = -1;
+  node_file >> node;
+  if (node >= 0) {
+    EXPECT_EQ(tier->placement().numa_node, node);
+  }
+}
+
 }  // namespace
 }  // namespace kvtier
