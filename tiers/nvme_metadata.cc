@@ -80,6 +80,11 @@ absl::StatusOr<std::unique_ptr<NvmeMetadata>> NvmeMetadata::Open(const std::stri
   options.compression = rocksdb::kNoCompression;  // 49-byte records; scans should not decompress
   options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   options.keep_log_file_num = 2;
+  // Records are ~50 bytes: a 16 MiB memtable holds ~300 K of them. RocksDB would otherwise reserve
+  // 1.1 x write_buffer_size of WAL with fallocate up front, taking room the slot files need on a
+  // nearly full disk; without it, a full disk shows as a failed put, which stops admission.
+  options.write_buffer_size = 16 << 20;
+  options.allow_fallocate = false;
   rocksdb::DB* db = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, dir, &db);
   if (!s.ok()) {

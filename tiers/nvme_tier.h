@@ -16,7 +16,7 @@
 // DataLoss, counts a checksum failure, logs the key and deletes the record; the slot stays
 // allocated (the caller, told DataLoss, drops the block and Frees the slot as for any miss).
 //
-// Failures. ENOSPC, EDQUOT or EFBIG on a write, or any failed metadata put, stops admission
+// Failures. ENOSPC, EDQUOT, EFBIG or a short write, or any failed metadata put, stops admission
 // (Allocate → Unavailable, Stats().admitting = false) until restart; the write's `done` gets the
 // error. Any other failed write, and any failed read, retires the slot: it is not reused after its
 // Free. Every failure is counted and logged; reads of other blocks go on.

@@ -27,7 +27,9 @@ std::string IoError(int res, uint32_t len) {
   return fmt::format("short transfer of {} of {} bytes", res, len);
 }
 
-bool DiskFull(int res) { return res == -ENOSPC || res == -EDQUOT || res == -EFBIG; }
+// A short O_DIRECT write to a regular file means the file system ran out of room part-way (the
+// kernel reports the bytes it wrote instead of ENOSPC), so it counts as a full disk too.
+bool DiskFull(int res) { return res == -ENOSPC || res == -EDQUOT || res == -EFBIG || res >= 0; }
 
 }  // namespace
 
@@ -82,7 +84,7 @@ void NvmeTier::OnWriteDone(uint32_t dir, PendingWrite write, uint32_t len, int r
   ++write_errors_;
   const std::string why = fmt::format("writing slot {} ({} at offset {}): {}", write.slot,
                                       files_[dir]->path(), OffsetOf(write.slot), IoError(res, len));
-  if (DiskFull(res)) {
+  if (DiskFull(res)) {  // res != len here, so res >= 0 is a short write
     StopAdmitting(why);
   } else {
     Retire(write.slot, why);

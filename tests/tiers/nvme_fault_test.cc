@@ -8,7 +8,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
@@ -115,6 +119,88 @@ TEST(NvmeFaultTest, WriteLimitStopsAdmissionWhileReadsGoOn) {
     return 0;
   });
   EXPECT_EQ(rc, 0) << "the child's stderr names the failed check";
+}
+
+// A fresh ext4 file system of `mib` MiB on a loop device, mounted at <dir>/mnt and unmounted (which
+// frees the loop device: mount -o loop sets autoclear) at destruction. Needs root and loop devices;
+// `skip_reason()` says why not when the machine does not allow it.
+class LoopFs {
+ public:
+  LoopFs(const std::string& dir, int mib) : image_(dir + "/fs.img"), mount_(dir + "/mnt") {
+    if (::geteuid() != 0) {
+      skip_reason_ = "mounting a loop file system needs root";
+      return;
+    }
+    std::filesystem::create_directories(mount_);
+    const std::string cmd = fmt::format(
+        "truncate -s {}M {} && mkfs.ext4 -q -F {} && mount -o loop {} {}", mib, image_, image_,
+        image_, mount_);
+    if (std::system((cmd + " >/dev/null 2>&1").c_str()) != 0) {
+      skip_reason_ = "could not make and mount a loop ext4 (" + cmd + ")";
+      return;
+    }
+    mounted_ = true;
+  }
+  ~LoopFs() {
+    if (!mounted_) return;
+    // io_uring lets go of its files asynchronously after the ring closes: retry while busy.
+    for (int i = 0; i < 100; ++i) {
+      if (std::system(("umount " + mount_ + " >/dev/null 2>&1").c_str()) == 0) return;
+      ::usleep(20000);
+    }
+    std::fprintf(stderr, "umount %s failed; unmount it by hand\n", mount_.c_str());
+  }
+  const std::string& skip_reason() const { return skip_reason_; }
+  const std::string& path() const { return mount_; }
+
+ private:
+  std::string image_, mount_, skip_reason_;
+  bool mounted_ = false;
+};
+
+// The real thing where the machine allows it: a 32 MiB file system under a tier that wants 64 MiB.
+TEST(NvmeFaultTest, FullFileSystemStopsAdmissionWhileReadsGoOn) {
+  TempDir tmp;
+  LoopFs fs(tmp.path(), 32);
+  if (!fs.skip_reason().empty()) GTEST_SKIP() << fs.skip_reason();
+  constexpr uint32_t kBytes = 1 << 20;
+  // Preallocated, the shortage is a clear error at start.
+  NvmeTierOptions o = SmallOptions(fs.path() + "/first", kBytes, 64);
+  std::filesystem::create_directories(o.directories[0]);
+  o.preallocate = true;
+  auto refused = NvmeTier::Open(o, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("t2.capacity_bytes"), absl::string_view::npos)
+      << refused.status();
+  std::filesystem::remove_all(o.directories[0]);
+  const int mount_fd = ::open(fs.path().c_str(), O_RDONLY);
+  ASSERT_EQ(::syncfs(mount_fd), 0);  // ext4 reuses freed blocks only after a journal commit
+  ::close(mount_fd);
+
+  // Sparse, the disk fills mid-run.
+  o.directories = {fs.path()};
+  o.preallocate = false;
+  auto tier = NvmeTier::Open(o, nullptr);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  auto buf = Aligned(kBytes), dst = Aligned(kBytes);
+  uint64_t written = 0;
+  for (uint64_t i = 0; i < 64; ++i) {
+    auto slot = (*tier)->Allocate();
+    if (!slot.ok()) break;
+    FillPayload(i, buf.get(), kBytes);
+    if (!WriteSync(**tier, *slot, RecordOf(i, buf.get(), kBytes), buf.get()).ok()) break;
+    ++written;
+  }
+  EXPECT_GT(written, 4u);
+  EXPECT_LT(written, 64u);
+  EXPECT_FALSE((*tier)->Stats().admitting);
+  EXPECT_EQ((*tier)->Allocate().status().code(), absl::StatusCode::kUnavailable);
+  for (uint64_t i = 0; i < written; ++i) {  // slots were handed out 0, 1, 2, ...
+    ASSERT_TRUE(ReadSync(**tier, static_cast<SlotId>(i), dst.get()).ok()) << "block " << i;
+    FillPayload(i, buf.get(), kBytes);
+    EXPECT_EQ(std::memcmp(buf.get(), dst.get(), kBytes), 0) << "block " << i;
+  }
 }
 
 void ExpectConfigError(const NvmeTierOptions& o, absl::StatusCode code,
