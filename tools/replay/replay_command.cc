@@ -105,6 +105,11 @@ std::optional<Failure> Run(const ReplayFlags& flags) {
   if (!plan.ok()) return Failure{kExitUsage, plan.status()};
   absl::StatusOr<Trace> trace = Load(*plan);
   if (!trace.ok()) return Failure{kExitRuntime, trace.status()};
+  if (trace->num_refs() == 0) {
+    return Failure{kExitRuntime, absl::InvalidArgumentError(fmt::format(
+                                     "{}: the trace holds no block references: nothing to replay",
+                                     plan->trace_path))};
+  }
   absl::StatusOr<ResolvedTiers> resolved = ResolveTiers(*plan, *trace);
   if (!resolved.ok()) return Failure{kExitUsage, resolved.status()};
   const absl::Status status = plan->sweep_mode ? RunSweepMode(*plan, *trace, *resolved)

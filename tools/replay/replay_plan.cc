@@ -112,6 +112,9 @@ absl::Status ParseModes(const ReplayFlags& f, ReplayPlan* plan) {
   if (!f.read_gbps.empty()) {
     KVTIER_ASSIGN_OR_RETURN(plan->cost.read_gbps, ParseGbpsList("--read-gbps", f.read_gbps));
   }
+  if (absl::Status valid = plan->cost.Validate(); !valid.ok()) {
+    return Usage(std::string(valid.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -191,6 +194,10 @@ absl::StatusOr<ResolvedTiers> ResolveTiers(const ReplayPlan& plan, const Trace& 
                             ResolveCapacity("--sweep-capacities", c, out.block_bytes, trace.num_blocks()));
     out.sweep_capacities.push_back(blocks);
   }
+  // Curves are drawn left to right: sorted, each capacity once.
+  std::sort(out.sweep_capacities.begin(), out.sweep_capacities.end());
+  out.sweep_capacities.erase(std::unique(out.sweep_capacities.begin(), out.sweep_capacities.end()),
+                             out.sweep_capacities.end());
   if (plan.sweep_mode && out.sweep_capacities.empty()) {
     out.sweep_capacities = DefaultSweepCapacities(std::max<uint64_t>(trace.num_blocks(), 1));
   }

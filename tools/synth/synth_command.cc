@@ -21,8 +21,16 @@ void AddFlags(CLI::App* cmd, SynthFlags* f) {
   cmd->add_option("-o,--out", f->out, "Output file; - for stdout; .gz or .zst compresses")
       ->capture_default_str();
   cmd->add_option("--seed", c.seed, "Random seed: the same seed gives the same trace")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.rfind('-', 0) == 0 ? std::string("must be a non-negative integer")
+                                        : std::string();
+          },
+          "", "non-negative"))
       ->capture_default_str();
-  cmd->add_option("-n,--requests", c.requests, "Requests to generate")->capture_default_str();
+  cmd->add_option("-n,--requests", c.requests, "Requests to generate (1 to 1e9)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1000000000}))
+      ->capture_default_str();
   cmd->add_option("--block-tokens", c.block_tokens, "Tokens per block (hash id)")
       ->capture_default_str();
   cmd->add_option("--chat", c.chat_fraction, "Share of multi-turn chat requests")
