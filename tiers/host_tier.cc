@@ -102,9 +102,12 @@ absl::StatusOr<Segment> CreateSegment(const HostTierOptions& options) {
             "t1.huge_pages = on, but {} bytes of 2 MiB huge pages are not available: {}; {}",
             capacity, std::string(huge.status().message()), HugePageHint(capacity)));
       }
+      // Start-up time is dominated by faulting 4 KiB pages in (docs/benchmarks.md "T1 host tier"),
+      // so the operator is told both ways out.
       KVTIER_LOG(kInfo, "t1",
                  "huge pages unavailable ({}): falling back to normal pages, with transparent huge "
-                 "pages where the kernel gives them (shmem_enabled: {}); {}",
+                 "pages where the kernel gives them (/sys/kernel/mm/transparent_hugepage/"
+                 "shmem_enabled: {}; 'advise' lets this segment have them); {}",
                  std::string(huge.status().message()),
                  ReadSysFile("/sys/kernel/mm/transparent_hugepage/shmem_enabled"),
                  HugePageHint(capacity));
