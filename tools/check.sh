@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds kvtier and runs every test: the CPU-only optimised build, then the AddressSanitizer +
-# UndefinedBehaviorSanitizer build. GPU variants join here when the GPU issue lands. This is the
+# UndefinedBehaviorSanitizer build, then the concurrent parts' tests under ThreadSanitizer (the
+# `tsan` presets name which). GPU variants join here when the GPU issue lands. This is the
 # README's test command and what .ci/run runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for preset in default asan; do
+for preset in default asan tsan; do
   echo "== check: $preset =="
   cmake --workflow --preset "$preset"
 done
