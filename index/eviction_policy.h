@@ -33,6 +33,7 @@
 #include <string_view>
 
 #include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
 #include "common/status.h"
 
 namespace kvtier {
@@ -54,6 +55,18 @@ class EvictionPolicy {
   // policy (leaving a ghost where the policy keeps them) and returns it; nullopt when no resident id
   // may be evicted. `can_evict` must not call back into the policy.
   virtual std::optional<BlockId> Evict(absl::FunctionRef<bool(BlockId)> can_evict) = 0;
+
+  // Prefetch hints, for callers whose per-id state outgrows the CPU caches (`kvtier replay` on a
+  // trace of millions of blocks). Neither changes anything observable, and the defaults do nothing.
+  //
+  // The caller is about to Touch or Insert `ids`: start loading their per-id state into the cache.
+  // Any ids are allowed, resident or not, never inserted or beyond the largest id seen.
+  virtual void Prefetch(absl::Span<const BlockId> ids) const {}
+  // An id this policy expects to choose a few Evict calls from now, so that the caller can prefetch
+  // its own per-id state for it (e.g. residency bits it clears on eviction); kNoVictimHint when it
+  // has no guess. Only a guess: it may be wrong, stale, or not resident.
+  virtual BlockId UpcomingVictim() const { return kNoVictimHint; }
+  static constexpr BlockId kNoVictimHint = UINT32_MAX;
 
   // Number of resident ids.
   virtual size_t Size() const = 0;

@@ -88,6 +88,12 @@ void RunStack(const Trace& trace, TierStack& stack, const SimOptions& options, S
   const size_t requests = trace.num_requests();
   const uint32_t* refs = trace.refs.data();
   for (size_t r = 0; r < requests; ++r) {
+    // One request ahead is enough lead (a request takes far longer than a DRAM read) and little
+    // enough data (a few dozen ids) to stay in the L1/L2 caches until it is needed.
+    if (r + 1 < requests) {
+      const uint64_t next = trace.request_begin[r + 1], after = trace.request_begin[r + 2];
+      stack.Prefetch(absl::MakeConstSpan(refs + next, after - next));
+    }
     accounting.CountRequest(r, [&stack](BlockId id) { return stack.ResidentMask(id); });
     const uint64_t begin = trace.request_begin[r], end = trace.request_begin[r + 1];
     for (uint64_t i = end; i-- > begin;) stack.Reference(refs[i], i > begin ? refs[i - 1] : kNoParent);

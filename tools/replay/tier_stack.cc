@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/huge_pages.h"
 #include "index/leaf_tracker.h"
 
 namespace kvtier::replay {
@@ -54,7 +55,10 @@ absl::Status ValidateTiers(const std::vector<TierConfig>& tiers) {
 }
 
 TierStack::TierStack(absl::Span<const uint64_t> ghost_keys)
-    : ghost_keys_(ghost_keys), mask_(ghost_keys.size(), 0) {}
+    : ghost_keys_(ghost_keys) {
+  ReserveHuge(mask_, ghost_keys.size());  // read at random: huge pages spare TLB misses
+  mask_.assign(ghost_keys.size(), 0);
+}
 
 TierStack::~TierStack() = default;
 
@@ -87,6 +91,11 @@ absl::StatusOr<std::unique_ptr<TierStack>> TierStack::Create(
   }
   stack->top_policy_ = stack->tiers_[0]->policy.get();
   return stack;
+}
+
+void TierStack::Prefetch(absl::Span<const BlockId> ids) const {
+  for (BlockId id : ids) __builtin_prefetch(mask_.data() + id);
+  top_policy_->Prefetch(ids);
 }
 
 size_t TierStack::Size(size_t tier) const { return tiers_[tier]->size; }
@@ -142,6 +151,11 @@ void TierStack::EvictFrom(size_t t) {
   }
   if (!victim) return;  // nothing evictable; the tier stays over capacity until something is
   const BlockId v = *victim;
+  // The victims of a large tier were referenced long ago, so their residency bytes are cold:
+  // start loading the one the policy expects to evict a few evictions from now.
+  if (const BlockId next = tier.policy->UpcomingVictim(); next < mask_.size()) {
+    __builtin_prefetch(mask_.data() + next);
+  }
   ++tier.counters.evictions;
   --tier.size;
   mask_[v] &= static_cast<uint8_t>(~tier.bit);

@@ -86,6 +86,12 @@ class TierStack {
     }
   }
 
+  // A hint, no observable effect: `ids` are about to be counted and referenced (the simulator's
+  // next request). Starts loading their residency bytes and T0's policy state (eviction_policy.h
+  // Prefetch); lower tiers are referenced rarely enough to go without. Precondition: every id is
+  // below ghost_keys.size().
+  void Prefetch(absl::Span<const BlockId> ids) const;
+
   size_t num_tiers() const { return tiers_.size(); }
   size_t Size(size_t tier) const;
   // Counters of the tier's policy actions; the simulator adds hits, prefix hits and tokens.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/huge_pages.h"
+
 namespace kvtier::replay {
 namespace {
 
@@ -31,6 +33,7 @@ uint32_t TraceInterner::InternSlow(uint64_t hash, std::vector<uint64_t>* hashes)
 }
 
 void TraceInterner::GrowDirect(uint64_t size) {
+  ReserveHuge(direct_, size);  // looked up at random: huge pages spare TLB misses
   direct_.resize(size, kUnseen);
   for (auto it = map_.begin(); it != map_.end();) {
     if (it->first < size) {

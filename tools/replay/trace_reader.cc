@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/huge_pages.h"
 #include "tools/common/input_stream.h"
 #include "tools/replay/trace_interner.h"
 #include "tools/replay/trace_line_parser.h"
@@ -71,9 +72,10 @@ class TraceBuilder {
         expected_refs_(ExpectedRefs(*reader)),
         interner_(expected_refs_) {
     if (format_ != TraceFormat::kAuto) SetFormat(format_);
-    // Generous: reserved pages that are never written cost no memory.
-    trace_.refs.reserve(expected_refs_ + expected_refs_ / 4);
-    trace_.hash_ids.reserve(expected_refs_);
+    // Generous: reserved pages that are never written cost no memory. Huge pages: a large trace
+    // fills hundreds of MB here, and 4 KiB pages would cost a page fault every thousand refs.
+    ReserveHuge(trace_.refs, expected_refs_ + expected_refs_ / 4);
+    ReserveHuge(trace_.hash_ids, expected_refs_);
   }
 
   absl::StatusOr<Trace> Run() {
@@ -121,6 +123,7 @@ class TraceBuilder {
     if (trace_.hash_ids.size() + line_.hash_ids.size() > std::numeric_limits<uint32_t>::max()) {
       return absl::ResourceExhaustedError("more than 2^32 distinct hash ids");
     }
+    for (uint64_t hash : line_.hash_ids) interner_.Prefetch(hash);
     for (uint64_t hash : line_.hash_ids)
       trace_.refs.push_back(interner_.Intern(hash, &trace_.hash_ids));
     trace_.request_begin.push_back(trace_.refs.size());
