@@ -2,6 +2,7 @@
 // synchronous wrappers over the asynchronous Write/Read. Real files, real io_uring, real RocksDB.
 #pragma once
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -18,12 +19,23 @@
 
 namespace kvtier::testing {
 
-// A fresh directory under $TMPDIR (or /var/tmp: /tmp may be tmpfs), removed with its contents.
+// True if files in `dir` can be opened O_DIRECT (older tmpfs and some overlays cannot).
+inline bool SupportsDirectIo(const std::string& dir) {
+  const std::string probe = dir + "/.kvtier-o-direct-probe";
+  const int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_DIRECT, 0600);
+  if (fd >= 0) ::close(fd);
+  ::unlink(probe.c_str());
+  return fd >= 0;
+}
+
+// A fresh directory, removed with its contents, under $TMPDIR if that file system takes O_DIRECT,
+// else under /var/tmp (on disk where /tmp may be tmpfs).
 class TempDir {
  public:
   TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr ? base : "/var/tmp") + "/kvtier-t2-XXXXXX";
+    const char* env = std::getenv("TMPDIR");
+    const std::string base = env != nullptr && SupportsDirectIo(env) ? env : "/var/tmp";
+    std::string tmpl = base + "/kvtier-t2-XXXXXX";
     path_ = ::mkdtemp(tmpl.data()) != nullptr ? tmpl : std::string();
   }
   ~TempDir() {
