@@ -51,6 +51,7 @@ class LruPolicy final : public EvictionPolicy {
   // are hot). The neighbours are unknown until the id's links arrive, and are mostly the id's
   // neighbours in the same request anyway (a request is touched as a run), so only ids are loaded.
   void Prefetch(absl::Span<const BlockId> ids) const override {
+    if (!order_.Addressable(kWindowMinIds)) return;  // small: cached anyway
     for (BlockId id : ids) {
       if (order_.Addressable(id)) order_.Prefetch(id);
     }
@@ -76,8 +77,12 @@ class LruPolicy final : public EvictionPolicy {
   static constexpr uint32_t kWindow = 64;         // ids; a power of two
   static constexpr uint32_t kHintDistance = 16;   // UpcomingVictim: this many evictions ahead
   static constexpr uint64_t kLineDelay = 2;       // evictions between prefetching and reading
+  // Below this many ids the links (8 bytes each) stay in the L2/L3 caches, and the window would
+  // only cost instructions.
+  static constexpr uint32_t kWindowMinIds = 1u << 20;
 
   void OnEvicted(uint32_t victim) {
+    if (!order_.Addressable(kWindowMinIds)) return;
     ++evictions_;
     while (window_size_ != 0 && window_[window_head_] != victim) PopWindow();
     if (window_size_ != 0) PopWindow();

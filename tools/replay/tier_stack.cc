@@ -55,7 +55,7 @@ absl::Status ValidateTiers(const std::vector<TierConfig>& tiers) {
 }
 
 TierStack::TierStack(absl::Span<const uint64_t> ghost_keys)
-    : ghost_keys_(ghost_keys) {
+    : ghost_keys_(ghost_keys), prefetch_(ghost_keys.size() >= kPrefetchMinBlocks) {
   ReserveHuge(mask_, ghost_keys.size());  // read at random: huge pages spare TLB misses
   mask_.assign(ghost_keys.size(), 0);
 }
@@ -94,6 +94,7 @@ absl::StatusOr<std::unique_ptr<TierStack>> TierStack::Create(
 }
 
 void TierStack::Prefetch(absl::Span<const BlockId> ids) const {
+  if (!prefetch_) return;
   for (BlockId id : ids) __builtin_prefetch(mask_.data() + id);
   top_policy_->Prefetch(ids);
 }
@@ -153,8 +154,10 @@ void TierStack::EvictFrom(size_t t) {
   const BlockId v = *victim;
   // The victims of a large tier were referenced long ago, so their residency bytes are cold:
   // start loading the one the policy expects to evict a few evictions from now.
-  if (const BlockId next = tier.policy->UpcomingVictim(); next < mask_.size()) {
-    __builtin_prefetch(mask_.data() + next);
+  if (prefetch_) {
+    if (const BlockId next = tier.policy->UpcomingVictim(); next < mask_.size()) {
+      __builtin_prefetch(mask_.data() + next);
+    }
   }
   ++tier.counters.evictions;
   --tier.size;

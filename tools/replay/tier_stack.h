@@ -111,6 +111,10 @@ class TierStack {
   std::vector<BlockId> parent_;        // per block: its parent on entering the stack (leaf-first)
   std::vector<std::unique_ptr<Tier>> tiers_;
   EvictionPolicy* top_policy_ = nullptr;  // tiers_[0]'s
+  // Prefetch hints only pay when the per-block arrays outgrow the caches; below this many blocks
+  // they would only cost instructions.
+  static constexpr size_t kPrefetchMinBlocks = size_t{1} << 20;
+  bool prefetch_ = false;
 };
 
 }  // namespace kvtier::replay
