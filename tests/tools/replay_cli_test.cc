@@ -231,6 +231,23 @@ TEST(ReplayCliTest, AdmissionWindowIsAFlagAndATierKey) {
                    "admission_window");
 }
 
+TEST(ReplayCliTest, LeafFirstSurvivesIdsRepeatedWithinARequest) {
+  // [k, k] and [a, b, a] would make a block its own ancestor; such links are not made, so every
+  // block stays evictable and the tier holds its capacity.
+  std::string text;
+  for (int k = 1; k <= 100; ++k) {
+    text += R"({"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [)" +
+            std::to_string(k) + ", " + std::to_string(k) + "]}\n";
+  }
+  text += R"({"timestamp": 0, "input_length": 1536, "output_length": 1, "hash_ids": [500, 501, 500]})";
+  text += "\n";
+  const CliResult r = RunReplay({"--trace", WriteFile("replay_cli_repeat.jsonl", text),
+                                 "--capacity-blocks", "10", "--leaf-first", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tiers"][0]["evictions"].get<uint64_t>(), 102u - 10u);
+}
+
 TEST(ReplayCliTest, CapacitiesBeyondThirtyTwoBitsAreRefused) {
   ExpectUsageError({"--trace", SmallTrace(), "--tier", "capacity=1e300"}, "2^32 - 1");
   ExpectUsageError({"--trace", SmallTrace(), "--capacity-bytes", "1e30B", "--block-bytes", "1"},

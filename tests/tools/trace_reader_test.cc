@@ -108,6 +108,17 @@ TEST(TraceReaderTest, ParsesFormatNames) {
             "unknown trace format \"csv\" (expected auto, mooncake or bailian)");
 }
 
+TEST(TraceReaderTest, OtherCompressionsAreNamedAndRefused) {
+  for (const auto& [magic, name] : {std::pair<std::string, std::string>{"BZh91AY&SY", "bzip2"},
+                                    {std::string("\xfd" "7zXZ\0\0", 8), "xz"}}) {
+    absl::StatusOr<Trace> t = Load(WriteFile("compressed.jsonl", magic));
+    ASSERT_FALSE(t.ok()) << name;
+    EXPECT_NE(t.status().message().find(name + "-compressed input is not supported"),
+              std::string::npos)
+        << t.status();
+  }
+}
+
 TEST(TraceReaderTest, ReadsGzipAndZstdByMagicBytesNotByName) {
   std::string plain = WriteFile("compressed.jsonl", kMooncake);
   Shell("gzip -c " + plain + " > " + TempPath("gz.data"));

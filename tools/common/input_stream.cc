@@ -108,6 +108,7 @@ class GzipDecoder : public Decoder {
 
   absl::StatusOr<size_t> Decode(char* dst, size_t n) override {
     if (!ok_) return absl::InternalError(raw_->name() + ": cannot initialise zlib");
+    n = std::min<size_t>(n, std::numeric_limits<uInt>::max());  // zlib counts in uInt
     zs_.next_out = reinterpret_cast<Bytef*>(dst);
     zs_.avail_out = static_cast<uInt>(n);
     while (zs_.avail_out == n) {
@@ -200,9 +201,22 @@ class LineReaderImpl : public LineReader {
     } else if (*magic == std::string("\x28\xb5\x2f\xfd", 4)) {
       compression_ = Compression::kZstd;
       decoder_ = std::make_unique<ZstdDecoder>(&raw_);
+    } else if (const char* other = UnsupportedCompression(*magic)) {
+      status_ = absl::InvalidArgumentError(fmt::format(
+          "{}: {}-compressed input is not supported (use plain, gzip or zstd)", raw_.name(), other));
+      eof_ = true;
+      decoder_ = std::make_unique<PlainDecoder>(&raw_);
     } else {
       decoder_ = std::make_unique<PlainDecoder>(&raw_);
     }
+  }
+
+  // The name of a compression format we recognise but do not read, or nullptr.
+  static const char* UnsupportedCompression(const std::string& magic) {
+    if (magic.rfind("BZh", 0) == 0) return "bzip2";
+    if (magic.rfind("\xfd" "7zX", 0) == 0) return "xz";
+    if (magic.rfind("\x04\x22\x4d\x18", 0) == 0) return "lz4";
+    return nullptr;
   }
 
   bool Next(std::string_view* line) override {

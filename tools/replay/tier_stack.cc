@@ -1,5 +1,6 @@
 #include "tools/replay/tier_stack.h"
 
+#include <algorithm>
 #include <bit>
 #include <optional>
 #include <utility>
@@ -80,7 +81,12 @@ absl::StatusOr<std::unique_ptr<TierStack>> TierStack::Create(
     KVTIER_ASSIGN_OR_RETURN(tier->policy, MakeEvictionPolicy(eviction));
     if (tiers[t].admission.policy != "all") {
       AdmissionConfig admission = tiers[t].admission;
-      if (admission.window_blocks == 0) admission.window_blocks = tiers[t].capacity_blocks;
+      // Default window: the capacity, but no more than the trace's blocks (a larger one only costs
+      // memory, and a huge capacity would exceed the filter's limit).
+      if (admission.window_blocks == 0) {
+        admission.window_blocks =
+            std::min<uint64_t>(tiers[t].capacity_blocks, std::max<size_t>(ghost_keys.size(), 1));
+      }
       KVTIER_ASSIGN_OR_RETURN(tier->admission, MakeAdmissionPolicy(admission));
     }
     if (tiers[t].leaf_first) {
@@ -114,7 +120,10 @@ void TierStack::ReferenceMiss(BlockId id, BlockId parent) {
   const uint8_t mask = mask_[id];
   // A block keeps the parent it had when it entered the stack, so every tier's child counts
   // increase and decrease on the same parent even if a trace is not perfectly prefix-chained.
-  if (!parent_.empty() && mask == 0) parent_[id] = parent;
+  // Dense ids follow first appearance, so a real prefix parent always has the smaller id; a link
+  // to a larger or equal id (a hash id repeated within a request) could close a cycle of blocks
+  // that are never leaves and never evictable, so it is not made.
+  if (!parent_.empty() && mask == 0) parent_[id] = parent < id ? parent : kNoParent;
   if (mask != 0) {
     Tier& lower = *tiers_[std::countr_zero(mask)];
     ++lower.counters.promoted;
