@@ -7,9 +7,9 @@
 // Thread-safe. Messages below the current level are not formatted.
 #pragma once
 
-#include <string_view>
-
 #include <fmt/format.h>
+
+#include <string_view>
 
 namespace kvtier::log {
 
@@ -24,9 +24,9 @@ void Write(Level level, std::string_view component, std::string_view message);
 
 }  // namespace kvtier::log
 
-#define KVTIER_LOG(level, component, ...)                                              \
-  do {                                                                                 \
-    if (::kvtier::log::Enabled(::kvtier::log::Level::level)) {                         \
+#define KVTIER_LOG(level, component, ...)                                                     \
+  do {                                                                                        \
+    if (::kvtier::log::Enabled(::kvtier::log::Level::level)) {                                \
       ::kvtier::log::Write(::kvtier::log::Level::level, component, fmt::format(__VA_ARGS__)); \
-    }                                                                                  \
+    }                                                                                         \
   } while (0)

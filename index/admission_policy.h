@@ -1,7 +1,7 @@
 // Admission policies: whether a block may enter a tier at all (DESIGN.md "Demotion and eviction").
 // A tier asks before it writes a block in (a new block, or a victim demoted from the tier above);
-// a rejected block is not written, which saves the write bandwidth and the space for blocks that are
-// referenced only once (75.8% of unique blocks in the bundled Mooncake trace).
+// a rejected block is not written, which saves the write bandwidth and the space for blocks that
+// are referenced only once (75.8% of unique blocks in the bundled Mooncake trace).
 //
 // Thread-safety: none. A tier serialises calls to its admission policy.
 #pragma once

@@ -77,10 +77,10 @@ class BeladyCache {
 
   size_t capacity_;
   size_t size_ = 0;
-  std::vector<uint8_t> resident_;     // per id
-  std::vector<uint32_t> next_use_;    // per resident id: its current priority
-  std::vector<uint32_t> depth_;       // per resident id
-  std::vector<Entry> heap_;           // max-heap by Before; may hold stale entries
+  std::vector<uint8_t> resident_;   // per id
+  std::vector<uint32_t> next_use_;  // per resident id: its current priority
+  std::vector<uint32_t> depth_;     // per resident id
+  std::vector<Entry> heap_;         // max-heap by Before; may hold stale entries
 };
 
 }  // namespace kvtier

@@ -24,7 +24,9 @@ struct BlockKey {
   uint64_t lo = 0;  // low 64 bits of the XXH3-128 value
   uint64_t hi = 0;  // high 64 bits
 
-  friend bool operator==(const BlockKey& a, const BlockKey& b) { return a.lo == b.lo && a.hi == b.hi; }
+  friend bool operator==(const BlockKey& a, const BlockKey& b) {
+    return a.lo == b.lo && a.hi == b.hi;
+  }
   friend bool operator!=(const BlockKey& a, const BlockKey& b) { return !(a == b); }
 
   template <typename H>
@@ -42,8 +44,8 @@ struct BlockKey {
 BlockKey ChainTokenBlock(const BlockKey& parent, absl::Span<const uint32_t> tokens);
 
 // key = XXH3_128(bytes(parent) ‖ engine_hash as 8 little-endian bytes), for engines that hash their
-// own blocks. A namespace uses either token keys or engine-hash keys, never both (Namespace::key_source
-// is part of the root, so the two can never collide).
+// own blocks. A namespace uses either token keys or engine-hash keys, never both
+// (Namespace::key_source is part of the root, so the two can never collide).
 BlockKey ChainEngineHash(const BlockKey& parent, uint64_t engine_hash);
 
 // Keys of the full blocks of `tokens` (a trailing partial block has no key), chained from `parent`

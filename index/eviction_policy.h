@@ -1,17 +1,18 @@
-// Eviction policies: which resident block of one tier leaves next (DESIGN.md "Demotion and eviction").
+// Eviction policies: which resident block of one tier leaves next (DESIGN.md "Demotion and
+// eviction").
 //
-// A policy orders the blocks resident in one tier. It holds no data and does no I/O; the tier (or the
-// replay tool's simulated tier) owns residency and asks the policy for a victim when it is above its
-// watermark. The same policy code runs in kvtierd and in `kvtier replay`, so a hit ratio measured
-// offline is the one the daemon would get.
+// A policy orders the blocks resident in one tier. It holds no data and does no I/O; the tier (or
+// the replay tool's simulated tier) owns residency and asks the policy for a victim when it is
+// above its watermark. The same policy code runs in kvtierd and in `kvtier replay`, so a hit ratio
+// measured offline is the one the daemon would get.
 //
 // Block ids are dense small integers chosen by the caller (the block index and the replay tool both
 // allocate them from 0 and reuse them only after Erase/Evict); policies keep per-id state in arrays
 // indexed by id, so memory is proportional to the largest id ever inserted.
 //
 // `ghost_key` is a 64-bit name of the block that outlives its residency (the low half of its block
-// key, or the trace's hash id). Policies with ghost history (S3-FIFO, ARC) remember recently evicted
-// ghost keys and treat a re-insert of one as a sign of reuse.
+// key, or the trace's hash id). Policies with ghost history (S3-FIFO, ARC) remember recently
+// evicted ghost keys and treat a re-insert of one as a sign of reuse.
 //
 // Leaf-first (prefix-aware) mode and leases are not the policy's business: the caller passes
 // `can_evict`, and the policy returns the first block in its own order for which it is true. A
@@ -48,12 +49,12 @@ class EvictionPolicy {
   virtual void Insert(BlockId id, uint64_t ghost_key) = 0;
   // A resident `id` was referenced (a hit). Precondition: `id` is resident.
   virtual void Touch(BlockId id) = 0;
-  // A resident `id` left for a reason other than eviction (dropped by a client, corrupt). It leaves no
-  // ghost. Precondition: `id` is resident.
+  // A resident `id` left for a reason other than eviction (dropped by a client, corrupt). It leaves
+  // no ghost. Precondition: `id` is resident.
   virtual void Erase(BlockId id) = 0;
-  // Chooses the next victim among resident ids for which `can_evict(id)` is true, removes it from the
-  // policy (leaving a ghost where the policy keeps them) and returns it; nullopt when no resident id
-  // may be evicted. `can_evict` must not call back into the policy.
+  // Chooses the next victim among resident ids for which `can_evict(id)` is true, removes it from
+  // the policy (leaving a ghost where the policy keeps them) and returns it; nullopt when no
+  // resident id may be evicted. `can_evict` must not call back into the policy.
   virtual std::optional<BlockId> Evict(absl::FunctionRef<bool(BlockId)> can_evict) = 0;
 
   // Prefetch hints, for callers whose per-id state outgrows the CPU caches (`kvtier replay` on a

@@ -74,9 +74,9 @@ class LruPolicy final : public EvictionPolicy {
   // line about every fourth id, so the window easily stays ahead. It is a hint only: an id
   // touched or erased while in the window is skipped when the front reaches it, and a window that
   // disagrees with the front is restarted; victims never depend on it.
-  static constexpr uint32_t kWindow = 64;         // ids; a power of two
-  static constexpr uint32_t kHintDistance = 16;   // UpcomingVictim: this many evictions ahead
-  static constexpr uint64_t kLineDelay = 2;       // evictions between prefetching and reading
+  static constexpr uint32_t kWindow = 64;        // ids; a power of two
+  static constexpr uint32_t kHintDistance = 16;  // UpcomingVictim: this many evictions ahead
+  static constexpr uint64_t kLineDelay = 2;      // evictions between prefetching and reading
   // Below this many ids the links (8 bytes each) stay in the L2/L3 caches, and the window would
   // only cost instructions.
   static constexpr uint32_t kWindowMinIds = 1u << 20;

@@ -20,15 +20,16 @@ void AppendField(std::string* out, std::string_view name, std::string_view value
 
 absl::Status Namespace::Validate() const {
   if (model_id.empty()) return absl::InvalidArgumentError("namespace.model_id: must not be empty");
-  if (kv_layout.empty()) return absl::InvalidArgumentError("namespace.kv_layout: must not be empty");
+  if (kv_layout.empty())
+    return absl::InvalidArgumentError("namespace.kv_layout: must not be empty");
   if (dtype.empty()) return absl::InvalidArgumentError("namespace.dtype: must not be empty");
   if (block_tokens == 0 || (block_tokens & (block_tokens - 1)) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("namespace.block_tokens: ", block_tokens, " is not a power of two"));
   }
   if (tp_size == 0 || tp_rank >= tp_size) {
-    return absl::InvalidArgumentError(absl::StrCat("namespace.tp_rank: ", tp_rank,
-                                                   " is not below tp_size ", tp_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("namespace.tp_rank: ", tp_rank, " is not below tp_size ", tp_size));
   }
   return absl::OkStatus();
 }

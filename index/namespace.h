@@ -1,5 +1,5 @@
-// Namespaces: what makes KV incompatible or private (DESIGN.md "Words"). Two namespaces that differ in
-// any field have unrelated roots, so their blocks can never share keys or probe each other.
+// Namespaces: what makes KV incompatible or private (DESIGN.md "Words"). Two namespaces that differ
+// in any field have unrelated roots, so their blocks can never share keys or probe each other.
 #pragma once
 
 #include <cstdint>
@@ -16,21 +16,22 @@ enum class KeySource : uint8_t {
 };
 
 struct Namespace {
-  std::string model_id;                // e.g. "meta-llama/Llama-3.1-8B-Instruct@<revision>"; required
+  std::string model_id;  // e.g. "meta-llama/Llama-3.1-8B-Instruct@<revision>"; required
   std::string kv_layout = "block_major";  // payload layout name
-  std::string dtype = "bf16";          // KV element type
-  uint32_t block_tokens = 16;          // power of two
-  uint32_t tp_rank = 0;                // tensor-parallel rank, < tp_size
+  std::string dtype = "bf16";             // KV element type
+  uint32_t block_tokens = 16;             // power of two
+  uint32_t tp_rank = 0;                   // tensor-parallel rank, < tp_size
   uint32_t tp_size = 1;
-  std::string lora_id;                 // empty: base model
-  std::string cache_salt;              // empty: none; set per tenant to make caches private
+  std::string lora_id;     // empty: base model
+  std::string cache_salt;  // empty: none; set per tenant to make caches private
   KeySource key_source = KeySource::kTokens;
 
   // OK, or InvalidArgument naming the first bad field.
   absl::Status Validate() const;
 
   // The canonical description hashed into the root: a versioned header, then each field in a fixed
-  // order as `name=<byte length>:<bytes>\n`. Length prefixes make it unambiguous for any field value.
+  // order as `name=<byte length>:<bytes>\n`. Length prefixes make it unambiguous for any field
+  // value.
   std::string Canonical() const;
 };
 

@@ -1,14 +1,14 @@
 #include "tiers/nvme_metadata.h"
 
-#include <algorithm>
-#include <cstring>
-#include <thread>
-
 #include <fmt/format.h>
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
 
 #include "common/log.h"
 
@@ -27,7 +27,8 @@ void PutLe(char* out, T v) {
 template <typename T>
 T GetLe(const char* in) {
   T v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<uint8_t>(in[i])) << (8 * i);
+  for (size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<T>(static_cast<uint8_t>(in[i])) << (8 * i);
   return v;
 }
 
@@ -64,7 +65,8 @@ bool Decode(const rocksdb::Slice& k, const rocksdb::Slice& v, StoredRecord* r) {
 
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
-  if (s.IsNoSpace()) return absl::ResourceExhaustedError(fmt::format("t2 metadata {}: {}", what, s.ToString()));
+  if (s.IsNoSpace())
+    return absl::ResourceExhaustedError(fmt::format("t2 metadata {}: {}", what, s.ToString()));
   return absl::InternalError(fmt::format("t2 metadata {}: {}", what, s.ToString()));
 }
 
@@ -97,9 +99,9 @@ absl::StatusOr<std::unique_ptr<NvmeMetadata>> NvmeMetadata::Open(const std::stri
 }
 
 absl::Status NvmeMetadata::CheckLayout(const SlotLayout& layout) {
-  const std::string want = fmt::format("slot_bytes={} directories={} slots_per_directory={}",
-                                       layout.slot_bytes, layout.directories,
-                                       layout.slots_per_directory);
+  const std::string want =
+      fmt::format("slot_bytes={} directories={} slots_per_directory={}", layout.slot_bytes,
+                  layout.directories, layout.slots_per_directory);
   std::string have;
   const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kLayoutKey, &have);
   if (s.IsNotFound()) {

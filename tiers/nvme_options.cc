@@ -1,12 +1,11 @@
 #include "tiers/nvme_options.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace kvtier {
 namespace {
@@ -19,10 +18,10 @@ absl::Status CheckDirectory(const std::string& setting, const std::string& path)
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
-    if (err == ENOENT) return absl::NotFoundError(fmt::format("{}: {} does not exist", setting, path));
+    if (err == ENOENT)
+      return absl::NotFoundError(fmt::format("{}: {} does not exist", setting, path));
     if (err == EACCES) {
-      return absl::PermissionDeniedError(
-          fmt::format("{}: {}: permission denied", setting, path));
+      return absl::PermissionDeniedError(fmt::format("{}: {}: permission denied", setting, path));
     }
     return absl::InvalidArgumentError(fmt::format("{}: {}: {}", setting, path, std::strerror(err)));
   }
@@ -84,7 +83,8 @@ absl::Status NvmeTierOptions::Validate() const {
   if (!metadata_directory.empty()) {
     const size_t cut = metadata_directory.find_last_of('/');
     const std::string parent = cut == std::string::npos ? "." : metadata_directory.substr(0, cut);
-    KVTIER_RETURN_IF_ERROR(CheckDirectory("t2.metadata_directory (parent)", parent.empty() ? "/" : parent));
+    KVTIER_RETURN_IF_ERROR(
+        CheckDirectory("t2.metadata_directory (parent)", parent.empty() ? "/" : parent));
   }
   return absl::OkStatus();
 }

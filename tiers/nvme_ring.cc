@@ -1,9 +1,9 @@
 #include "tiers/nvme_ring.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "common/log.h"
 

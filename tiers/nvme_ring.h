@@ -13,6 +13,7 @@
 // callback and the batch-end hook run on the completion thread, one at a time, in completion order.
 #pragma once
 
+#include <liburing.h>
 #include <sys/uio.h>
 
 #include <cstdint>
@@ -22,8 +23,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <liburing.h>
 
 #include "common/status.h"
 
@@ -47,9 +46,9 @@ class NvmeRing {
   // `fd` stays owned by the caller and must outlive the ring. `buffers` are registered as fixed
   // buffers (may be empty). Errors name `what` (the slot file).
   static absl::StatusOr<std::unique_ptr<NvmeRing>> Create(int fd, uint32_t queue_depth,
-                                                           const std::vector<iovec>& buffers,
-                                                           BatchEnd batch_end,
-                                                           const std::string& what);
+                                                          const std::vector<iovec>& buffers,
+                                                          BatchEnd batch_end,
+                                                          const std::string& what);
   // Waits for every submitted op to complete (their callbacks run), then stops the thread.
   ~NvmeRing();
   NvmeRing(const NvmeRing&) = delete;

@@ -2,12 +2,11 @@
 // (Write, Read and their completions) is in nvme_tier_io.cc.
 #include "tiers/nvme_tier.h"
 
+#include <fmt/format.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <chrono>
-
-#include <fmt/format.h>
 
 #include "common/log.h"
 #include "tiers/nvme_metadata.h"
@@ -24,7 +23,8 @@ std::vector<iovec> FixedBuffers(const std::vector<RegisteredRange>& ranges) {
   std::vector<iovec> out;
   for (const RegisteredRange& r : ranges) {
     for (size_t done = 0; done < r.bytes; done += kMaxFixedBuffer) {
-      out.push_back(iovec{static_cast<char*>(r.base) + done, std::min(kMaxFixedBuffer, r.bytes - done)});
+      out.push_back(
+          iovec{static_cast<char*>(r.base) + done, std::min(kMaxFixedBuffer, r.bytes - done)});
     }
   }
   return out;
@@ -99,7 +99,8 @@ absl::Status NvmeTier::Recover(const T2RecoveryVisitor& visitor) {
       },
       &malformed));
   for (const StoredRecord& r : stale) {
-    KVTIER_LOG(kWarn, "t2", "dropping stale record of key {} in slot {}", r.record.key.ToHex(), r.slot);
+    KVTIER_LOG(kWarn, "t2", "dropping stale record of key {} in slot {}", r.record.key.ToHex(),
+               r.slot);
     (void)metadata_->Delete(r.record.key, r.slot);
   }
   next_epoch_ = max_epoch + 1;
@@ -113,7 +114,8 @@ absl::Status NvmeTier::Recover(const T2RecoveryVisitor& visitor) {
     }
   }
   recovered_blocks_ = used_;
-  recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  recovery_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   KVTIER_LOG(kInfo, "t2", "warm restart: {} blocks in {:.3f} s ({:.2f} M blocks/s), {} dropped",
              used_, recovery_seconds_, used_ / std::max(recovery_seconds_, 1e-9) / 1e6,
              stale.size() + malformed);
@@ -123,9 +125,9 @@ absl::Status NvmeTier::Recover(const T2RecoveryVisitor& visitor) {
 absl::Status NvmeTier::StartRings() {
   const std::vector<iovec> buffers = FixedBuffers(options_.registered_ranges);
   for (uint32_t d = 0; d < num_dirs_; ++d) {
-    KVTIER_ASSIGN_OR_RETURN(auto ring,
-                            NvmeRing::Create(files_[d]->fd(), options_.queue_depth, buffers,
-                                             [this, d] { CommitBatch(d); }, files_[d]->path()));
+    KVTIER_ASSIGN_OR_RETURN(auto ring, NvmeRing::Create(
+                                           files_[d]->fd(), options_.queue_depth, buffers,
+                                           [this, d] { CommitBatch(d); }, files_[d]->path()));
     rings_.push_back(std::move(ring));
   }
   return absl::OkStatus();
@@ -162,7 +164,9 @@ void NvmeTier::Free(SlotId slot) {
   }
   if (stored) {
     const absl::Status s = metadata_->Delete(record.key, slot);
-    if (!s.ok()) Retire(slot, fmt::format("deleting the record of key {}: {}", record.key.ToHex(), s.ToString()));
+    if (!s.ok())
+      Retire(slot,
+             fmt::format("deleting the record of key {}: {}", record.key.ToHex(), s.ToString()));
   }
   std::lock_guard<std::mutex> lock(mu_);
   slots_[slot].state = SlotState::kFree;

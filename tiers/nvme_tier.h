@@ -125,10 +125,10 @@ class NvmeTier final : public StorageTier {
   std::vector<std::vector<PendingWrite>> pending_;
 
   mutable std::mutex mu_;
-  std::vector<Slot> slots_;      // [total_slots_], guarded by mu_
-  std::vector<SlotId> free_;     // free, unretired slots; back is handed out next; guarded by mu_
-  uint64_t used_ = 0;            // slots not kFree; guarded by mu_
-  bool admitting_ = true;        // guarded by mu_
+  std::vector<Slot> slots_;   // [total_slots_], guarded by mu_
+  std::vector<SlotId> free_;  // free, unretired slots; back is handed out next; guarded by mu_
+  uint64_t used_ = 0;         // slots not kFree; guarded by mu_
+  bool admitting_ = true;     // guarded by mu_
 
   std::atomic<uint64_t> next_epoch_{1};
   std::atomic<uint64_t> reads_{0}, read_bytes_{0}, read_errors_{0};

@@ -1,10 +1,10 @@
 // NvmeTier's data path: Write and Read, and their halves on the completion threads (group commit
 // of finished writes, checksum verification of finished reads). Contracts in nvme_tier.h.
-#include <cerrno>
-#include <cstring>
-
 #include <fmt/format.h>
 #include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "common/log.h"
 #include "tiers/nvme_metadata.h"
@@ -17,7 +17,9 @@ namespace {
 
 constexpr uintptr_t kAlign = 4096;
 
-uint32_t RoundUp(uint32_t bytes) { return static_cast<uint32_t>((bytes + kAlign - 1) & ~(kAlign - 1)); }
+uint32_t RoundUp(uint32_t bytes) {
+  return static_cast<uint32_t>((bytes + kAlign - 1) & ~(kAlign - 1));
+}
 
 bool Aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & (kAlign - 1)) == 0; }
 
@@ -36,9 +38,10 @@ bool DiskFull(int res) { return res == -ENOSPC || res == -EDQUOT || res == -EFBI
 void NvmeTier::Write(SlotId slot, const BlockRecord& record, const void* src, IoDone done) {
   if (slot >= total_slots_ || record.payload_bytes == 0 ||
       record.payload_bytes > options_.slot_bytes || !Aligned(src)) {
-    done(absl::InvalidArgumentError(fmt::format(
-        "t2 write: slot {} (of {}), {} payload bytes (slot holds {}), src {} (must be 4096-aligned)",
-        slot, total_slots_, record.payload_bytes, options_.slot_bytes, src)));
+    done(absl::InvalidArgumentError(
+        fmt::format("t2 write: slot {} (of {}), {} payload bytes (slot holds {}), src {} (must be "
+                    "4096-aligned)",
+                    slot, total_slots_, record.payload_bytes, options_.slot_bytes, src)));
     return;
   }
   bool stored = false;
@@ -163,8 +166,8 @@ void NvmeTier::OnReadDone(SlotId slot, const BlockRecord& record, uint64_t epoch
                           uint32_t len, int res, const IoDone& done) {
   if (res != static_cast<int>(len)) {
     ++read_errors_;
-    const std::string why = fmt::format("reading slot {} (key {}): {}", slot, record.key.ToHex(),
-                                        IoError(res, len));
+    const std::string why =
+        fmt::format("reading slot {} (key {}): {}", slot, record.key.ToHex(), IoError(res, len));
     Retire(slot, why);
     done(absl::InternalError(fmt::format("t2: {}", why)));
     return;
@@ -199,7 +202,9 @@ absl::Status NvmeTier::DropRecord(SlotId slot, uint64_t epoch) {
   const absl::Status status = metadata_->Delete(record.key, slot);
   // A record we could not delete may come back at restart pointing at bytes we will overwrite:
   // never reuse the slot (its checksum would catch it, but a miss is better than a DataLoss).
-  if (!status.ok()) Retire(slot, fmt::format("deleting the record of key {}: {}", record.key.ToHex(), status.ToString()));
+  if (!status.ok())
+    Retire(slot,
+           fmt::format("deleting the record of key {}: {}", record.key.ToHex(), status.ToString()));
   return status;
 }
 

@@ -1,13 +1,12 @@
 #include "tiers/slot_file.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace kvtier {
 namespace {
@@ -25,7 +24,8 @@ absl::Status Size(int fd, uint64_t bytes, bool preallocate, const std::string& s
   if (preallocate) {
     const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
     if (rc != 0) {
-      return Errno(rc, setting, fmt::format("reserving {} bytes for {} (t2.capacity_bytes)", bytes, path));
+      return Errno(rc, setting,
+                   fmt::format("reserving {} bytes for {} (t2.capacity_bytes)", bytes, path));
     }
     return absl::OkStatus();
   }
@@ -45,8 +45,8 @@ absl::StatusOr<std::unique_ptr<SlotFile>> SlotFile::Open(const std::string& dire
   if (fd < 0) {
     const int err = errno;
     if (err == EINVAL) {
-      return absl::InvalidArgumentError(fmt::format(
-          "{}: {}: the file system does not support O_DIRECT", setting, path));
+      return absl::InvalidArgumentError(
+          fmt::format("{}: {}: the file system does not support O_DIRECT", setting, path));
     }
     return Errno(err, setting, fmt::format("opening {}", path));
   }

@@ -28,9 +28,9 @@ inline constexpr SlotId kNoSlot = UINT32_MAX;
 // What a tier is told about the payload it stores. T2 persists it beside the data.
 struct BlockRecord {
   BlockKey key;
-  uint64_t namespace_id = 0;  // low 64 bits of the namespace root (index/namespace.h)
-  uint32_t payload_bytes = 0; // <= the tier's slot_bytes()
-  uint64_t checksum = 0;      // XXH3-64 of the payload's payload_bytes bytes
+  uint64_t namespace_id = 0;   // low 64 bits of the namespace root (index/namespace.h)
+  uint32_t payload_bytes = 0;  // <= the tier's slot_bytes()
+  uint64_t checksum = 0;       // XXH3-64 of the payload's payload_bytes bytes
 };
 
 // Counters since start. Snapshots; cheap to take.
@@ -40,9 +40,9 @@ struct TierStats {
   uint64_t used_slots = 0;
   uint64_t reads = 0, read_bytes = 0, read_errors = 0;
   uint64_t writes = 0, write_bytes = 0, write_errors = 0;
-  uint64_t checksum_failures = 0;  // reads whose payload did not match its record (T2)
+  uint64_t checksum_failures = 0;     // reads whose payload did not match its record (T2)
   uint64_t rejected_allocations = 0;  // Allocate answered ResourceExhausted or Unavailable
-  bool admitting = true;           // false while the tier refuses new blocks
+  bool admitting = true;              // false while the tier refuses new blocks
 };
 
 // Runs once when an operation completes: OK, or why not (DataLoss for a checksum mismatch, Internal

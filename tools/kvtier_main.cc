@@ -1,8 +1,7 @@
 // `kvtier`: the operator's command line. Each subcommand lives in its own directory and registers
 // itself here; see `kvtier --help`.
-#include <cstdio>
-
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "tools/replay/replay_command.h"
 #include "tools/synth/synth_command.h"

@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   # toolchain
-  build-essential cmake ninja-build ccache pkg-config clang
+  build-essential cmake ninja-build ccache pkg-config clang clang-format
   # index, replay and common basics
   libabsl-dev libxxhash-dev libsimdjson-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   zlib1g-dev libzstd-dev libcairo2-dev

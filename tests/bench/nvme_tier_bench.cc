@@ -8,13 +8,16 @@
 // scan alone (ceiling) and NvmeTier::Open's whole rebuild.
 //
 //   kvtier_nvme_tier_bench [--dir D] [--mib-per-case M] [--threads N] [--queue-depth Q]
-//                          [--records R] [--repeat K]   (defaults: /var/tmp, 384, 4, 64, 1000000, 2)
+//                          [--records R] [--repeat K]   (defaults: /var/tmp, 384, 4, 64, 1000000,
+//                          2)
 //
 // Both files get one untimed write pass first (so no figure pays for first-touch extent
 // conversion), and every figure is the best of K passes: the machines are shared and noisy.
 #include <fcntl.h>
+#include <liburing.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,9 +32,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <liburing.h>
-#include <xxhash.h>
 
 #include "tiers/nvme_metadata.h"
 #include "tiers/nvme_tier.h"
@@ -55,12 +55,18 @@ Args Parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const char* v = argv[i + 1];
-    if (k == "--dir") a.dir = v;
-    else if (k == "--mib-per-case") a.mib_per_case = std::strtoull(v, nullptr, 10);
-    else if (k == "--threads") a.threads = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
-    else if (k == "--queue-depth") a.queue_depth = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
-    else if (k == "--records") a.records = std::strtoull(v, nullptr, 10);
-    else if (k == "--repeat") a.repeat = std::atoi(v);
+    if (k == "--dir")
+      a.dir = v;
+    else if (k == "--mib-per-case")
+      a.mib_per_case = std::strtoull(v, nullptr, 10);
+    else if (k == "--threads")
+      a.threads = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+    else if (k == "--queue-depth")
+      a.queue_depth = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+    else if (k == "--records")
+      a.records = std::strtoull(v, nullptr, 10);
+    else if (k == "--repeat")
+      a.repeat = std::atoi(v);
     else {
       std::fprintf(stderr, "unknown flag %s (see the file header)\n", k.c_str());
       std::exit(2);
@@ -85,11 +91,13 @@ double CpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-double Seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 // Raw ceiling: one io_uring, `depth` fixed buffers, `depth` I/Os in flight, block i at i * size.
-double RawGbps(int fd, uint8_t* pool, uint32_t size, uint32_t depth, const std::vector<uint32_t>& order,
-               bool write) {
+double RawGbps(int fd, uint8_t* pool, uint32_t size, uint32_t depth,
+               const std::vector<uint32_t>& order, bool write) {
   io_uring ring;
   if (io_uring_queue_init(depth, &ring, 0) != 0) Die("io_uring_queue_init");
   iovec iov{pool, size_t{size} * depth};
@@ -105,8 +113,10 @@ double RawGbps(int fd, uint8_t* pool, uint32_t size, uint32_t depth, const std::
       io_uring_sqe* sqe = io_uring_get_sqe(&ring);
       uint8_t* buf = pool + size_t{b} * size;
       const uint64_t off = uint64_t{order[next++]} * size;
-      if (write) io_uring_prep_write_fixed(sqe, fd, buf, size, off, 0);
-      else io_uring_prep_read_fixed(sqe, fd, buf, size, off, 0);
+      if (write)
+        io_uring_prep_write_fixed(sqe, fd, buf, size, off, 0);
+      else
+        io_uring_prep_read_fixed(sqe, fd, buf, size, off, 0);
       io_uring_sqe_set_data64(sqe, b);
     }
     io_uring_submit_and_wait(&ring, 1);
@@ -229,15 +239,18 @@ void RunSize(const Args& a, uint32_t size, uint8_t* pool) {
   const uint32_t nthreads[2] = {1, a.threads};
   for (int k = 0; k < a.repeat; ++k) {
     for (int t = 0; t < 2; ++t) {
-      r[t][0] = std::max(r[t][0], TierGbps(**tier, pool, size, a.queue_depth, nthreads[t], slots, seq, true));
-      r[t][1] = std::max(r[t][1], TierGbps(**tier, pool, size, a.queue_depth, nthreads[t], slots, shuffled, false));
+      r[t][0] = std::max(
+          r[t][0], TierGbps(**tier, pool, size, a.queue_depth, nthreads[t], slots, seq, true));
+      r[t][1] = std::max(r[t][1], TierGbps(**tier, pool, size, a.queue_depth, nthreads[t], slots,
+                                           shuffled, false));
     }
   }
   tier->reset();
   std::filesystem::remove_all(tdir);
-  std::printf("| %u KiB | %.2f | %.2f (%.0f%%) | %.2f (%.0f%%) | %.2f | %.2f (%.0f%%) | %.2f (%.0f%%) |\n",
-              size >> 10, raw_w, r[0][0], 100 * r[0][0] / raw_w, r[1][0], 100 * r[1][0] / raw_w, raw_r,
-              r[0][1], 100 * r[0][1] / raw_r, r[1][1], 100 * r[1][1] / raw_r);
+  std::printf(
+      "| %u KiB | %.2f | %.2f (%.0f%%) | %.2f (%.0f%%) | %.2f | %.2f (%.0f%%) | %.2f (%.0f%%) |\n",
+      size >> 10, raw_w, r[0][0], 100 * r[0][0] / raw_w, r[1][0], 100 * r[1][0] / raw_w, raw_r,
+      r[0][1], 100 * r[0][1] / raw_r, r[1][1], 100 * r[1][1] / raw_r);
   std::fflush(stdout);
 }
 
@@ -281,12 +294,15 @@ void RunRestart(const Args& a) {
   auto tier = NvmeTier::Open(o, [&](const BlockRecord&, SlotId) { ++visited; });
   const double open_s = Seconds(start), open_cpu = CpuSeconds() - cpu0;
   if (!tier.ok() || visited != a.records) Die("warm restart");
-  std::printf("\n| records | RocksDB scan alone | rebuild (Recover) | whole Open | whole Open per CPU-second |\n"
-              "| --- | --- | --- | --- | --- |\n");
-  std::printf("| %llu | %.2f M/s | %.2f M/s (%.3f s) | %.2f M/s (%.3f s) | %.2f M/s (%.3f CPU-s) |\n",
-              static_cast<unsigned long long>(a.records), a.records / scan_s / 1e6,
-              a.records / (*tier)->recovery_seconds() / 1e6, (*tier)->recovery_seconds(),
-              a.records / open_s / 1e6, open_s, a.records / open_cpu / 1e6, open_cpu);
+  std::printf(
+      "\n| records | RocksDB scan alone | rebuild (Recover) | whole Open | whole Open per "
+      "CPU-second |\n"
+      "| --- | --- | --- | --- | --- |\n");
+  std::printf(
+      "| %llu | %.2f M/s | %.2f M/s (%.3f s) | %.2f M/s (%.3f s) | %.2f M/s (%.3f CPU-s) |\n",
+      static_cast<unsigned long long>(a.records), a.records / scan_s / 1e6,
+      a.records / (*tier)->recovery_seconds() / 1e6, (*tier)->recovery_seconds(),
+      a.records / open_s / 1e6, open_s, a.records / open_cpu / 1e6, open_cpu);
   tier->reset();
   std::filesystem::remove_all(tdir);
 }
@@ -303,8 +319,11 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(7);
   for (size_t i = 0; i < pool_bytes / 8; ++i) reinterpret_cast<uint64_t*>(pool)[i] = rng();
   std::printf("%llu MiB per case in %s, queue depth %u, N = %u threads, GB/s (%% of raw)\n\n",
-              static_cast<unsigned long long>(a.mib_per_case), a.dir.c_str(), a.queue_depth, a.threads);
-  std::printf("| payload | raw write | T2 write 1 thr | T2 write N thr | raw read | T2 read 1 thr | T2 read N thr |\n");
+              static_cast<unsigned long long>(a.mib_per_case), a.dir.c_str(), a.queue_depth,
+              a.threads);
+  std::printf(
+      "| payload | raw write | T2 write 1 thr | T2 write N thr | raw read | T2 read 1 thr | T2 "
+      "read N thr |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   for (uint32_t size : sizes) RunSize(a, size, pool);
   RunRestart(a);

@@ -6,8 +6,10 @@
 //                            [--keep] [--trace FILE] [--repeat N (3)]
 // --trace measures an existing trace instead of generating one. Each path is timed --repeat times
 // and the fastest run is reported (the machines are shared and noisy).
-// The trace is synthetic, prefix-chained and Mooncake-formatted: multi-turn conversations (each turn
-// resends the history and adds new blocks) behind a few shared system prompts.
+// The trace is synthetic, prefix-chained and Mooncake-formatted: multi-turn conversations (each
+// turn resends the history and adds new blocks) behind a few shared system prompts.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -20,8 +22,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "tools/replay/simulator.h"
 #include "tools/replay/trace_reader.h"
@@ -63,11 +63,12 @@ uint64_t WriteTrace(const std::string& path, uint64_t target_refs) {
   while (refs < target_refs) {
     auto& s = sessions[rng() % kSessions];
     if (s.empty() || s.size() > kMaxBlocks) s = prompts[rng() % kPrompts];  // a new conversation
-    for (uint64_t n = 1 + rng() % 12; n > 0; --n) s.push_back(next_id++);  // this turn's blocks
-    fmt::format_to(std::back_inserter(buf),
-                   R"({{"timestamp": {}, "input_length": {}, "output_length": 100, "hash_ids": [{}]}})"
-                   "\n",
-                   t++ / 4, s.size() * 512 - 100, fmt::join(s, ", "));
+    for (uint64_t n = 1 + rng() % 12; n > 0; --n) s.push_back(next_id++);   // this turn's blocks
+    fmt::format_to(
+        std::back_inserter(buf),
+        R"({{"timestamp": {}, "input_length": {}, "output_length": 100, "hash_ids": [{}]}})"
+        "\n",
+        t++ / 4, s.size() * 512 - 100, fmt::join(s, ", "));
     refs += s.size();
     if (buf.size() > (1 << 22)) {
       std::fwrite(buf.data(), 1, buf.size(), f);
@@ -86,8 +87,9 @@ double RawPassSeconds(const std::string& path, uint64_t* bytes) {
   *bytes = data.size();
   const auto start = Clock::now();
   uint64_t lines = 0;
-  for (const char* p = data.data(); (p = static_cast<const char*>(std::memchr(
-                                         p, '\n', data.data() + data.size() - p))) != nullptr;
+  for (const char* p = data.data();
+       (p = static_cast<const char*>(std::memchr(p, '\n', data.data() + data.size() - p))) !=
+       nullptr;
        ++p) {
     ++lines;
   }
@@ -114,7 +116,8 @@ Options ParseArgs(int argc, char** argv) {
     } else if (a == "--keep") {
       o.keep = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--refs N] [--capacity-fraction F] [--path FILE] [--keep] "
+      std::fprintf(stderr,
+                   "usage: %s [--refs N] [--capacity-fraction F] [--path FILE] [--keep] "
                    "[--trace FILE] [--repeat N]\n",
                    argv[0]);
       std::exit(2);
@@ -149,7 +152,8 @@ int main(int argc, char** argv) {
   } else {
     const auto start = Clock::now();
     const uint64_t refs = WriteTrace(o.path, o.refs);
-    std::printf("generated %s: %.1f M refs in %.1f s\n", o.path.c_str(), refs / 1e6, Seconds(start));
+    std::printf("generated %s: %.1f M refs in %.1f s\n", o.path.c_str(), refs / 1e6,
+                Seconds(start));
   }
   uint64_t bytes = 0;
   double raw_s = 1e300;
@@ -168,11 +172,12 @@ int main(int argc, char** argv) {
   const double sim_s = Fastest(o.repeat, [&] { result = Simulate(*trace, {tier}, SimOptions{}); });
   if (!result.ok()) return 1;
   const double n = double(trace->num_refs());
-  std::printf("trace: %.2f M requests, %.1f M refs, %.2f M unique blocks, %.0f MiB (%.1f bytes/ref); "
-              "LRU at %.0f%% = %llu blocks: prefix hit ratio %.4f\n",
-              trace->num_requests() / 1e6, n / 1e6, trace->num_blocks() / 1e6, bytes / 1048576.0,
-              bytes / n, o.capacity_fraction * 100, (unsigned long long)tier.capacity_blocks,
-              result->PrefixHitRatio());
+  std::printf(
+      "trace: %.2f M requests, %.1f M refs, %.2f M unique blocks, %.0f MiB (%.1f bytes/ref); "
+      "LRU at %.0f%% = %llu blocks: prefix hit ratio %.4f\n",
+      trace->num_requests() / 1e6, n / 1e6, trace->num_blocks() / 1e6, bytes / 1048576.0, bytes / n,
+      o.capacity_fraction * 100, (unsigned long long)tier.capacity_blocks,
+      result->PrefixHitRatio());
   std::printf("%-34s %10s %14s\n", "path (one core)", "seconds", "M refs/s");
   std::printf("%-34s %10.3f %14.1f   (%.1f GB/s)\n", "ceiling: raw memory pass (memchr)", raw_s,
               n / raw_s / 1e6, bytes / raw_s / 1e9);

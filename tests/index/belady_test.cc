@@ -3,11 +3,11 @@
 // Belady lives in tests/tools/replay_differential_test.cc.
 #include "index/belady.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace kvtier {
 namespace {

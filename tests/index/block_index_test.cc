@@ -46,7 +46,8 @@ TEST(BlockIndexTest, OptionsAreValidated) {
   EXPECT_FALSE(BlockIndex::Create({.num_shards = 8192}).ok());
   EXPECT_TRUE(BlockIndex::Create({.num_shards = 1}).ok());
   EXPECT_FALSE(BlockIndex::Create({.num_shards = 1, .max_entries = 0}).ok());
-  EXPECT_FALSE(BlockIndex::Create({.num_shards = 1, .expected_entries = 10, .max_entries = 5}).ok());
+  EXPECT_FALSE(
+      BlockIndex::Create({.num_shards = 1, .expected_entries = 10, .max_entries = 5}).ok());
 }
 
 TEST(BlockIndexTest, ShardBeyondItsShareOfMaxEntriesRefusesInserts) {

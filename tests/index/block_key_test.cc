@@ -1,10 +1,10 @@
 #include "index/block_key.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "index/namespace.h"
 
@@ -24,8 +24,8 @@ std::vector<uint32_t> Tokens(uint32_t n) {
 }
 
 // Golden values. XXH3-128 of the bytes was cross-checked with `xxhsum -H2` (the xxhash package's
-// CLI, which prints hi then lo big-endian) on files holding the same bytes (zero, one, root). Any change here changes every
-// key stored by every deployment.
+// CLI, which prints hi then lo big-endian) on files holding the same bytes (zero, one, root). Any
+// change here changes every key stored by every deployment.
 TEST(BlockKeyTest, GoldenZeroParentEmptyTokens) {
   // XXH3_128 of 16 zero bytes.
   EXPECT_EQ(ChainTokenBlock(BlockKey{}, {}).ToHex(), "2d8be206ef23ea0562f8e399959a18e5");
@@ -47,7 +47,8 @@ TEST(BlockKeyTest, GoldenNamespaceRootAndChain) {
 }
 
 TEST(BlockKeyTest, GoldenEngineHash) {
-  EXPECT_EQ(ChainEngineHash(BlockKey{}, 0x1122334455667788ull).ToHex(), "df2f9a487dc4126e78d4cde5e2c482f0");
+  EXPECT_EQ(ChainEngineHash(BlockKey{}, 0x1122334455667788ull).ToHex(),
+            "df2f9a487dc4126e78d4cde5e2c482f0");
 }
 
 TEST(BlockKeyTest, BytesAreLittleEndianLoThenHi) {
@@ -64,7 +65,8 @@ TEST(BlockKeyTest, KeysChainOverThePrefix) {
   auto kb = TokenBlockKeys(root, b, 16);
   ASSERT_EQ(ka.size(), 4u);
   EXPECT_EQ(ka[0], kb[0]);
-  for (size_t i = 1; i < 4; ++i) EXPECT_NE(ka[i], kb[i]) << "block " << i << " must change with its prefix";
+  for (size_t i = 1; i < 4; ++i)
+    EXPECT_NE(ka[i], kb[i]) << "block " << i << " must change with its prefix";
   // The same block of tokens after a different prefix is a different key.
   // Block 2 holds the same tokens in a and b; its parents differ.
   EXPECT_NE(ChainTokenBlock(ka[1], absl::MakeSpan(a).subspan(32, 16)),

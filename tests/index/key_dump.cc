@@ -13,6 +13,7 @@ int main() {
   std::vector<uint32_t> tokens(100);
   for (uint32_t i = 0; i < tokens.size(); ++i) tokens[i] = i * 7919u + 1;
   std::printf("%s\n", root.ToHex().c_str());
-  for (const auto& k : kvtier::TokenBlockKeys(root, tokens, 16)) std::printf("%s\n", k.ToHex().c_str());
+  for (const auto& k : kvtier::TokenBlockKeys(root, tokens, 16))
+    std::printf("%s\n", k.ToHex().c_str());
   return 0;
 }

@@ -1,10 +1,11 @@
 // Eviction policies against independent reference implementations written from the papers.
 //
-// Each reference is the papers' pseudo-code, kept deliberately plain (std::list, std::unordered_map,
-// no cleverness): on a miss it makes room first and inserts after, as the papers do. The real
-// policies are driven the way `kvtier replay` drives them: on a miss, Insert and then Evict while
-// over capacity. The policies' contract (eviction_policy.h, "Order of calls") is that this gives
-// the papers' victims, so both must agree on every hit, every miss and every victim.
+// Each reference is the papers' pseudo-code, kept deliberately plain (std::list,
+// std::unordered_map, no cleverness): on a miss it makes room first and inserts after, as the
+// papers do. The real policies are driven the way `kvtier replay` drives them: on a miss, Insert
+// and then Evict while over capacity. The policies' contract (eviction_policy.h, "Order of calls")
+// is that this gives the papers' victims, so both must agree on every hit, every miss and every
+// victim.
 //
 //   LRU, FIFO: the textbook definitions.
 //   SIEVE:     Zhang et al., NSDI'24, Algorithm 1.
@@ -372,7 +373,8 @@ std::vector<Key> RandomTrace(std::mt19937_64& rng, size_t c) {
   std::vector<Key> trace;
   while (trace.size() < length) {
     if (rng() % 16 == 0) {  // a short scan, which separates recency from frequency
-      for (size_t k = 0, n = rng() % (2 * c + 1); k < n; ++k) trace.push_back(static_cast<Key>(k % keys));
+      for (size_t k = 0, n = rng() % (2 * c + 1); k < n; ++k)
+        trace.push_back(static_cast<Key>(k % keys));
       continue;
     }
     trace.push_back(static_cast<Key>(pick(rng)));
@@ -404,13 +406,15 @@ TEST(PolicyReferenceTest, SieveMatchesNsdi24Algorithm1) {
 TEST(PolicyReferenceTest, S3FifoMatchesSosp23Algorithm1InLibCacheSimOrder) {
   ExpectMatchesReferenceOnRandomTraces("s3fifo", 4);
 }
-TEST(PolicyReferenceTest, ArcMatchesFast03Figure4) { ExpectMatchesReferenceOnRandomTraces("arc", 5); }
+TEST(PolicyReferenceTest, ArcMatchesFast03Figure4) {
+  ExpectMatchesReferenceOnRandomTraces("arc", 5);
+}
 
 // The reviewer's reproducer: case IV-A with |T1| = c while |B2| = c. The paper evicts T1's LRU with
 // no ghost and leaves B2 alone; dropping B2's oldest ghost instead made the 26th access (key 21)
 // evict 3, not 0.
 TEST(PolicyReferenceTest, ArcCaseIvAWithFullT1KeepsB2) {
-  const std::vector<Key> trace = {33, 10, 3, 3, 0,  31, 10, 3, 6, 1, 16, 5, 1, 7, 2, 9,
+  const std::vector<Key> trace = {33, 10, 3,  3, 0, 31, 10, 3, 6, 1,  16, 5, 1, 7,  2, 9,
                                   2,  0,  15, 4, 7, 2,  11, 3, 0, 21, 6,  1, 4, 25, 8, 2};
   const std::vector<Outcome> want = RunRef("arc", 3, trace);
   ASSERT_EQ(want[25].victim, std::optional<Key>(0));

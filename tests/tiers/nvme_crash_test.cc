@@ -2,12 +2,14 @@
 // restarts with every block that was committed to T2 and durable). A forked child writes and frees
 // blocks and reports each Write whose `done` returned OK and each Free that returned, over a pipe;
 // the parent SIGKILLs it at a random moment, reopens the tier, and checks: every reported block
-// that was not (being) freed is recovered and reads back correct; no freed block is visible; every visible
-// block is one the child wrote and reads back correct (a commit may land just before the kill
-// without being reported). Repeated over one directory, so each child also recovers the last one.
+// that was not (being) freed is recovered and reads back correct; no freed block is visible; every
+// visible block is one the child wrote and reads back correct (a commit may land just before the
+// kill without being reported). Repeated over one directory, so each child also recovers the last
+// one.
 //
 // The child re-executes this binary (fork + exec) rather than running in the forked copy: the
 // parent already has RocksDB's background threads, which a fork would not carry over.
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,13 +18,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <deque>
 #include <map>
 #include <random>
 #include <set>
-
-#include <gtest/gtest.h>
+#include <string>
 
 #include "tests/tiers/nvme_test_util.h"
 #include "tiers/nvme_tier.h"
@@ -46,7 +46,9 @@ struct Message {
   uint64_t id;
 } __attribute__((packed));
 
-uint32_t PayloadBytes(uint64_t id) { return 1 + static_cast<uint32_t>(testing::SplitMix(id) % kSlotBytes); }
+uint32_t PayloadBytes(uint64_t id) {
+  return 1 + static_cast<uint32_t>(testing::SplitMix(id) % kSlotBytes);
+}
 
 NvmeTierOptions CrashOptions(const std::string& dir) {
   NvmeTierOptions o = testing::SmallOptions(dir, kSlotBytes, kSlots);
@@ -63,9 +65,8 @@ void Send(int fd, char type, uint64_t id) {
 // The child: recovers, then writes blocks round*1e6+k forever, freeing its oldest when full.
 [[noreturn]] void RunChild(const std::string& dir, int round, int fd) {
   std::deque<std::pair<SlotId, uint64_t>> live;
-  auto tier = NvmeTier::Open(CrashOptions(dir), [&](const BlockRecord& r, SlotId s) {
-    live.emplace_back(s, r.key.lo);
-  });
+  auto tier = NvmeTier::Open(
+      CrashOptions(dir), [&](const BlockRecord& r, SlotId s) { live.emplace_back(s, r.key.lo); });
   if (!tier.ok()) ::_exit(2);
   Send(fd, 'R', 0);
   auto buf = Aligned(kSlotBytes);
@@ -80,7 +81,8 @@ void Send(int fd, char type, uint64_t id) {
     }
     const uint64_t id = static_cast<uint64_t>(round) * 1000000 + k;
     FillPayload(id, buf.get(), PayloadBytes(id));
-    if (!WriteSync(**tier, *slot, RecordOf(id, buf.get(), PayloadBytes(id)), buf.get()).ok()) ::_exit(4);
+    if (!WriteSync(**tier, *slot, RecordOf(id, buf.get(), PayloadBytes(id)), buf.get()).ok())
+      ::_exit(4);
     Send(fd, 'C', id);
     live.emplace_back(*slot, id);
   }
@@ -144,7 +146,8 @@ void Verify(const std::string& dir, const std::set<uint64_t>& committed,
     EXPECT_TRUE(visible.emplace(r.key.lo, s).second) << "block " << r.key.lo << " twice";
   });
   ASSERT_TRUE(tier.ok()) << tier.status();
-  for (uint64_t id : committed) EXPECT_TRUE(visible.count(id)) << "round " << round << ": lost " << id;
+  for (uint64_t id : committed)
+    EXPECT_TRUE(visible.count(id)) << "round " << round << ": lost " << id;
   auto want = Aligned(kSlotBytes), got = Aligned(kSlotBytes);
   for (const auto& [id, slot] : visible) {
     EXPECT_FALSE(freed.count(id)) << "round " << round << ": freed block " << id << " came back";
@@ -171,7 +174,8 @@ TEST(NvmeCrashTest, BlocksCommittedBeforeSigkillSurviveAndNothingElseIsVisible) 
     Verify(tmp.path(), committed, freed, round);
     if (HasFatalFailure()) return;
   }
-  EXPECT_GT(committed.size() + freed.size(), static_cast<size_t>(kRounds)) << "the child wrote too little";
+  EXPECT_GT(committed.size() + freed.size(), static_cast<size_t>(kRounds))
+      << "the child wrote too little";
   EXPECT_FALSE(kIsChild);
 }
 

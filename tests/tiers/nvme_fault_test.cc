@@ -1,6 +1,8 @@
 // T2 NVMe tier under faults: corrupted slot bytes, a write limit (the disk-full path), and bad
 // configuration (issue 3, "Tests"). Real files, real io_uring, real RocksDB.
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -11,10 +13,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
-#include <fmt/format.h>
-
-#include <gtest/gtest.h>
 
 #include "tests/tiers/nvme_test_util.h"
 #include "tiers/nvme_tier.h"
@@ -40,12 +38,12 @@ int InChild(F body) {
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
 }
-#define CHILD_CHECK(cond)                                                        \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
+#define CHILD_CHECK(cond)                                                           \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
       std::fprintf(stderr, "child check failed at line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                                  \
-    }                                                                            \
+      return 1;                                                                     \
+    }                                                                               \
   } while (0)
 
 TEST(NvmeFaultTest, FlippedBytesReadAsDataLossAreCountedAndTheRecordIsGone) {
@@ -132,9 +130,9 @@ class LoopFs {
       return;
     }
     std::filesystem::create_directories(mount_);
-    const std::string cmd = fmt::format(
-        "truncate -s {}M {} && mkfs.ext4 -q -F {} && mount -o loop {} {}", mib, image_, image_,
-        image_, mount_);
+    const std::string cmd =
+        fmt::format("truncate -s {}M {} && mkfs.ext4 -q -F {} && mount -o loop {} {}", mib, image_,
+                    image_, image_, mount_);
     if (std::system((cmd + " >/dev/null 2>&1").c_str()) != 0) {
       skip_reason_ = "could not make and mount a loop ext4 (" + cmd + ")";
       return;
@@ -218,7 +216,8 @@ TEST(NvmeFaultTest, MissingDirectoryIsNamed) {
   TempDir tmp;
   NvmeTierOptions o = SmallOptions(tmp.Sub("a"), 4096, 4);
   o.directories.push_back(tmp.path() + "/missing");
-  ExpectConfigError(o, absl::StatusCode::kNotFound, {"t2.directories[1]", "/missing does not exist"});
+  ExpectConfigError(o, absl::StatusCode::kNotFound,
+                    {"t2.directories[1]", "/missing does not exist"});
 }
 
 TEST(NvmeFaultTest, DirectoryUnderARegularFileIsNamed) {

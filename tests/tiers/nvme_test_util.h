@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cstdint>
 #include <cstring>
@@ -12,8 +13,6 @@
 #include <future>
 #include <memory>
 #include <string>
-
-#include <xxhash.h>
 
 #include "tiers/nvme_tier.h"
 
@@ -58,7 +57,8 @@ struct FreeDeleter {
 };
 using AlignedBuffer = std::unique_ptr<uint8_t[], FreeDeleter>;
 inline AlignedBuffer Aligned(size_t bytes) {
-  return AlignedBuffer(static_cast<uint8_t*>(::aligned_alloc(4096, (bytes + 4095) & ~size_t{4095})));
+  return AlignedBuffer(
+      static_cast<uint8_t*>(::aligned_alloc(4096, (bytes + 4095) & ~size_t{4095})));
 }
 
 inline uint64_t SplitMix(uint64_t x) {
@@ -81,7 +81,8 @@ inline BlockRecord RecordOf(uint64_t i, const uint8_t* payload, uint32_t bytes) 
   return BlockRecord{KeyOf(i), /*namespace_id=*/7, bytes, XXH3_64bits(payload, bytes)};
 }
 
-inline absl::Status WriteSync(StorageTier& tier, SlotId slot, const BlockRecord& r, const void* src) {
+inline absl::Status WriteSync(StorageTier& tier, SlotId slot, const BlockRecord& r,
+                              const void* src) {
   std::promise<absl::Status> p;
   tier.Write(slot, r, src, [&p](absl::Status s) { p.set_value(std::move(s)); });
   return p.get_future().get();

@@ -2,12 +2,12 @@
 // io_uring and RocksDB (issue 3, "Tests").
 #include "tiers/nvme_tier.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <map>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/tiers/nvme_test_util.h"
 
@@ -109,19 +109,23 @@ TEST(NvmeTierTest, ConcurrentReadersAndWritersSeeOnlyCommittedData) {
       std::vector<std::pair<SlotId, uint64_t>> mine;
       for (uint32_t k = 0; k < kPerThread; ++k) {
         const uint64_t id = t * 1000 + k;
-        const uint32_t bytes = 4096 + static_cast<uint32_t>(testing::SplitMix(id) % (kBytes - 4096));
+        const uint32_t bytes =
+            4096 + static_cast<uint32_t>(testing::SplitMix(id) % (kBytes - 4096));
         FillPayload(id, src.get(), bytes);
         auto slot = (*tier)->Allocate();
-        if (!slot.ok() || !WriteSync(**tier, *slot, RecordOf(id, src.get(), bytes), src.get()).ok()) {
+        if (!slot.ok() ||
+            !WriteSync(**tier, *slot, RecordOf(id, src.get(), bytes), src.get()).ok()) {
           ++failures;
           continue;
         }
         mine.emplace_back(*slot, id);
         // Read back an earlier block of this thread while others write.
         const auto& [rslot, rid] = mine[testing::SplitMix(k) % mine.size()];
-        const uint32_t rbytes = 4096 + static_cast<uint32_t>(testing::SplitMix(rid) % (kBytes - 4096));
+        const uint32_t rbytes =
+            4096 + static_cast<uint32_t>(testing::SplitMix(rid) % (kBytes - 4096));
         FillPayload(rid, src.get(), rbytes);
-        if (!ReadSync(**tier, rslot, dst.get()).ok() || std::memcmp(src.get(), dst.get(), rbytes) != 0) {
+        if (!ReadSync(**tier, rslot, dst.get()).ok() ||
+            std::memcmp(src.get(), dst.get(), rbytes) != 0) {
           ++failures;
         }
       }
@@ -174,7 +178,8 @@ TEST(NvmeTierTest, RestartWithAnotherSlotSizeIsRejectedNamingTheSetting) {
   auto tier = NvmeTier::Open(SmallOptions(tmp.path(), 4096, 32), nullptr);
   ASSERT_FALSE(tier.ok());
   EXPECT_EQ(tier.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(tier.status().message().find("t2.slot_bytes"), absl::string_view::npos) << tier.status();
+  EXPECT_NE(tier.status().message().find("t2.slot_bytes"), absl::string_view::npos)
+      << tier.status();
 }
 
 }  // namespace

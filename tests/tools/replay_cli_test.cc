@@ -1,13 +1,13 @@
 // `kvtier replay` as an operator meets it: argument errors (exit code 2, message names the flag),
 // trace errors (exit code 1, file:line), --json with the contract keys, --compare, --sweep files.
 // The subcommand runs in-process, parsed exactly as tools/kvtier_main.cc parses it.
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "tools/replay/replay_command.h"
 
@@ -51,8 +51,9 @@ std::string WriteFile(const std::string& name, const std::string& text) {
 
 // Three requests sharing a two-block prefix, Mooncake format.
 std::string SmallTrace() {
-  return WriteFile("replay_cli_small.jsonl",
-                   R"({"timestamp": 0, "input_length": 1536, "output_length": 1, "hash_ids": [1, 2, 3]}
+  return WriteFile(
+      "replay_cli_small.jsonl",
+      R"({"timestamp": 0, "input_length": 1536, "output_length": 1, "hash_ids": [1, 2, 3]}
 {"timestamp": 1, "input_length": 1536, "output_length": 1, "hash_ids": [1, 2, 4]}
 {"timestamp": 2, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}
 )");
@@ -73,8 +74,10 @@ TEST(ReplayCliTest, ArgumentErrorsExitTwoNamingTheFlag) {
   ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--admission", "x"}, "--admission");
   ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--format", "csv"}, "--format");
   ExpectUsageError({"--trace", trace, "--capacity-bytes", "1GiB"}, "--block-bytes");
-  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--compare", "lru,,opt"}, "--compare");
-  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--read-gbps", "50,fast"}, "--read-gbps");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--compare", "lru,,opt"},
+                   "--compare");
+  ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--read-gbps", "50,fast"},
+                   "--read-gbps");
   ExpectUsageError({"--trace", trace, "--capacity-blocks", "8", "--prefill-tokens-per-s", "-1"},
                    "--prefill-tokens-per-s");
   ExpectUsageError({"--trace", trace}, "capacity");
@@ -83,19 +86,23 @@ TEST(ReplayCliTest, ArgumentErrorsExitTwoNamingTheFlag) {
 
 TEST(ReplayCliTest, TierSpecErrorsNameTheTierAndTheKey) {
   const std::string trace = SmallTrace();
-  ExpectUsageError({"--trace", trace, "--tier", "capacity=8", "--tier", "name=disk,capacity=8,polcy=lru"},
-                   "--tier #2 (disk): unknown key 'polcy'");
-  ExpectUsageError({"--trace", trace, "--tier", "name=T0,capacity=lots"}, "--tier #1 (T0): capacity");
+  ExpectUsageError(
+      {"--trace", trace, "--tier", "capacity=8", "--tier", "name=disk,capacity=8,polcy=lru"},
+      "--tier #2 (disk): unknown key 'polcy'");
+  ExpectUsageError({"--trace", trace, "--tier", "name=T0,capacity=lots"},
+                   "--tier #1 (T0): capacity");
   ExpectUsageError({"--trace", trace, "--tier", "name=T0,policy=lru"}, "capacity is required");
   ExpectUsageError({"--trace", trace, "--tier", "capacity=4,policy=opt", "--tier", "capacity=8"},
                    "opt");
-  ExpectUsageError({"--trace", trace, "--tier", "capacity=8", "--capacity-blocks", "8"}, "exclusive");
+  ExpectUsageError({"--trace", trace, "--tier", "capacity=8", "--capacity-blocks", "8"},
+                   "exclusive");
 }
 
 TEST(ReplayCliTest, MalformedTraceExitsOneWithFileAndLine) {
-  const std::string bad = WriteFile("replay_cli_bad.jsonl",
-                                    "{\"timestamp\": 0, \"input_length\": 512, \"output_length\": 1, "
-                                    "\"hash_ids\": [1]}\n{\"timestamp\": oops}\n");
+  const std::string bad =
+      WriteFile("replay_cli_bad.jsonl",
+                "{\"timestamp\": 0, \"input_length\": 512, \"output_length\": 1, "
+                "\"hash_ids\": [1]}\n{\"timestamp\": oops}\n");
   const CliResult r = RunReplay({"--trace", bad, "--capacity-blocks", "8"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(bad + ":2"), std::string::npos) << r.err;
@@ -128,14 +135,14 @@ TEST(ReplayCliTest, TiersInBytesUseTheBlockSize) {
 }
 
 TEST(ReplayCliTest, CompareRunsEveryPolicyIncludingOpt) {
-  const CliResult table = RunReplay({"--trace", SmallTrace(), "--capacity-blocks", "2",
-                                     "--compare", "lru,fifo,sieve,s3fifo,arc,opt"});
+  const CliResult table = RunReplay({"--trace", SmallTrace(), "--capacity-blocks", "2", "--compare",
+                                     "lru,fifo,sieve,s3fifo,arc,opt"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   for (const char* policy : {"lru", "fifo", "sieve", "s3fifo", "arc", "opt"}) {
     EXPECT_NE(table.out.find(policy), std::string::npos) << table.out;
   }
-  const CliResult json = RunReplay({"--trace", SmallTrace(), "--capacity-blocks", "2", "--compare",
-                                    "lru,opt", "--json"});
+  const CliResult json = RunReplay(
+      {"--trace", SmallTrace(), "--capacity-blocks", "2", "--compare", "lru,opt", "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const nlohmann::json j = nlohmann::json::parse(json.out);
   ASSERT_EQ(j["results"].size(), 2u);
@@ -179,8 +186,8 @@ std::string ChurnTrace() {
 }
 
 double ReplayPrefixHit(const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"--trace", ChurnTrace(), "--capacity-blocks", "20",
-                                   "--admission", "second", "--json"};
+  std::vector<std::string> args = {
+      "--trace", ChurnTrace(), "--capacity-blocks", "20", "--admission", "second", "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
   const CliResult r = RunReplay(args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -189,9 +196,10 @@ double ReplayPrefixHit(const std::vector<std::string>& extra) {
 
 double SweepPrefixHit(const std::vector<std::string>& extra) {
   const std::string prefix = ::testing::TempDir() + "/replay_cli_sweep_eq";
-  std::vector<std::string> args = {"--trace", ChurnTrace(), "--sweep", "--sweep-out", prefix,
-                                   "--compare", "lru", "--sweep-capacities", "20",
-                                   "--sweep-admissions", "second", "--threads", "1"};
+  std::vector<std::string> args = {"--trace", ChurnTrace(),         "--sweep", "--sweep-out",
+                                   prefix,    "--compare",          "lru",     "--sweep-capacities",
+                                   "20",      "--sweep-admissions", "second",  "--threads",
+                                   "1"};
   args.insert(args.end(), extra.begin(), extra.end());
   const CliResult r = RunReplay(args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -239,7 +247,8 @@ TEST(ReplayCliTest, LeafFirstSurvivesIdsRepeatedWithinARequest) {
     text += R"({"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [)" +
             std::to_string(k) + ", " + std::to_string(k) + "]}\n";
   }
-  text += R"({"timestamp": 0, "input_length": 1536, "output_length": 1, "hash_ids": [500, 501, 500]})";
+  text +=
+      R"({"timestamp": 0, "input_length": 1536, "output_length": 1, "hash_ids": [500, 501, 500]})";
   text += "\n";
   const CliResult r = RunReplay({"--trace", WriteFile("replay_cli_repeat.jsonl", text),
                                  "--capacity-blocks", "10", "--leaf-first", "--json"});

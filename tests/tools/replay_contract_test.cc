@@ -1,11 +1,11 @@
 // The replay contract (issue 2): block and prefix hits, last-to-first insertion, LRU and Belady
 // with bypass -- on hand-checked tiny traces and on the bundled Mooncake trace's sanity values.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/tools/replay_test_util.h"
 #include "tools/replay/simulator.h"
@@ -85,7 +85,9 @@ TEST(ReplayContractTest, TokensSavedAreCappedByThePromptLength) {
   EXPECT_EQ(r.tokens_saved, 20u);
 }
 
-std::string MooncakePath() { return std::string(KVTIER_SOURCE_DIR) + "/../shared/traces/mooncake_conversation.jsonl"; }
+std::string MooncakePath() {
+  return std::string(KVTIER_SOURCE_DIR) + "/../shared/traces/mooncake_conversation.jsonl";
+}
 
 TEST(ReplayContractTest, MooncakeSanityValues) {
   const std::string path = MooncakePath();

@@ -2,14 +2,14 @@
 // replay contract, written here from the contract's words and nothing else: an LRU of std::list +
 // std::unordered_map, and an O(n^2) Belady with bypass that scans the future for every resident.
 // Many random prefix-chained traces, random capacities; block and prefix hits must be identical.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <list>
 #include <random>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/tools/replay_test_util.h"
 #include "tools/replay/simulator.h"
@@ -41,7 +41,8 @@ Hits ReferenceLru(const Requests& requests, size_t capacity) {
   std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where;
   Hits hits;
   for (const auto& request : requests) {
-    CountHits(request, [&](uint64_t id) { return where.count(id) != 0; }, &hits);
+    CountHits(
+        request, [&](uint64_t id) { return where.count(id) != 0; }, &hits);
     for (auto it = request.rbegin(); it != request.rend(); ++it) {
       if (auto found = where.find(*it); found != where.end()) order.erase(found->second);
       order.push_front(*it);
@@ -73,7 +74,8 @@ Hits ReferenceBelady(const Requests& requests, size_t capacity) {
   std::unordered_map<uint64_t, State> resident;
   Hits hits;
   for (size_t r = 0; r < requests.size(); ++r) {
-    CountHits(requests[r], [&](uint64_t id) { return resident.count(id) != 0; }, &hits);
+    CountHits(
+        requests[r], [&](uint64_t id) { return resident.count(id) != 0; }, &hits);
     for (size_t pos = requests[r].size(); pos-- > 0;) {
       const uint64_t id = requests[r][pos];
       resident[id] = State{r, pos};

@@ -12,7 +12,8 @@ namespace kvtier::replay::testing {
 
 // A trace whose request r references `requests[r]` (hash ids, interned in first-seen order). Each
 // request's prompt is its blocks x block_tokens tokens.
-inline Trace MakeTrace(const std::vector<std::vector<uint64_t>>& requests, uint32_t block_tokens = 16) {
+inline Trace MakeTrace(const std::vector<std::vector<uint64_t>>& requests,
+                       uint32_t block_tokens = 16) {
   Trace trace;
   trace.block_tokens = block_tokens;
   std::unordered_map<uint64_t, uint32_t> ids;
@@ -48,7 +49,8 @@ inline std::vector<std::vector<uint64_t>> RandomChainedRequests(std::mt19937_64&
         kids.push_back(children.size());
         children.emplace_back();
       }
-      node = children[node][std::uniform_int_distribution<size_t>(0, children[node].size() - 1)(rng)];
+      node =
+          children[node][std::uniform_int_distribution<size_t>(0, children[node].size() - 1)(rng)];
       request.push_back(node - 1 + 1000);  // hash ids need not be dense
     }
     out.push_back(std::move(request));

@@ -1,10 +1,10 @@
 // Multi-tier semantics of the simulated tier stack (tools/replay/tier_stack.h): promotion keeps
 // the lower copy, a clean victim is not written again, admission rejection, demotion counts, hit
 // attribution per tier, bytes, and leaf-first eviction.
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/tools/replay_test_util.h"
 #include "tools/replay/report.h"
@@ -70,7 +70,8 @@ TEST(TierStackTest, ANewBlockRejectedAboveIsOfferedBelow) {
   EXPECT_EQ(stack->ResidentMask(kA), 0b10);
   EXPECT_EQ(stack->counters(0).rejected, 1u);
   EXPECT_EQ(stack->counters(1).written, 1u);
-  stack->Reference(kA, kNoParent);  // now in T1 only: a promotion, which T0's admission does not gate
+  stack->Reference(kA,
+                   kNoParent);  // now in T1 only: a promotion, which T0's admission does not gate
   EXPECT_EQ(stack->ResidentMask(kA), 0b11);
   EXPECT_EQ(stack->counters(1).promoted, 1u);
 }

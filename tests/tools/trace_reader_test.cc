@@ -110,7 +110,10 @@ TEST(TraceReaderTest, ParsesFormatNames) {
 
 TEST(TraceReaderTest, OtherCompressionsAreNamedAndRefused) {
   for (const auto& [magic, name] : {std::pair<std::string, std::string>{"BZh91AY&SY", "bzip2"},
-                                    {std::string("\xfd" "7zXZ\0\0", 8), "xz"}}) {
+                                    {std::string("\xfd"
+                                                 "7zXZ\0\0",
+                                                 8),
+                                     "xz"}}) {
     absl::StatusOr<Trace> t = Load(WriteFile("compressed.jsonl", magic));
     ASSERT_FALSE(t.ok()) << name;
     EXPECT_NE(t.status().message().find(name + "-compressed input is not supported"),

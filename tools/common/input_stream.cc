@@ -202,8 +202,9 @@ class LineReaderImpl : public LineReader {
       compression_ = Compression::kZstd;
       decoder_ = std::make_unique<ZstdDecoder>(&raw_);
     } else if (const char* other = UnsupportedCompression(*magic)) {
-      status_ = absl::InvalidArgumentError(fmt::format(
-          "{}: {}-compressed input is not supported (use plain, gzip or zstd)", raw_.name(), other));
+      status_ = absl::InvalidArgumentError(
+          fmt::format("{}: {}-compressed input is not supported (use plain, gzip or zstd)",
+                      raw_.name(), other));
       eof_ = true;
       decoder_ = std::make_unique<PlainDecoder>(&raw_);
     } else {
@@ -214,7 +215,10 @@ class LineReaderImpl : public LineReader {
   // The name of a compression format we recognise but do not read, or nullptr.
   static const char* UnsupportedCompression(const std::string& magic) {
     if (magic.rfind("BZh", 0) == 0) return "bzip2";
-    if (magic.rfind("\xfd" "7zX", 0) == 0) return "xz";
+    if (magic.rfind("\xfd"
+                    "7zX",
+                    0) == 0)
+      return "xz";
     if (magic.rfind("\x04\x22\x4d\x18", 0) == 0) return "lz4";
     return nullptr;
   }

@@ -1,10 +1,10 @@
 #include "tools/replay/cost_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
-
-#include <fmt/format.h>
 
 namespace kvtier::replay {
 
@@ -53,8 +53,9 @@ absl::StatusOr<std::vector<double>> ParseGbpsList(const std::string& flag,
     char* end = nullptr;
     const double v = std::strtod(item.c_str(), &end);
     if (item.empty() || end != item.c_str() + item.size() || !(v > 0)) {
-      return absl::InvalidArgumentError(fmt::format(
-          "{}: expected comma-separated positive GB/s per tier, got '{}' in '{}'", flag, item, text));
+      return absl::InvalidArgumentError(
+          fmt::format("{}: expected comma-separated positive GB/s per tier, got '{}' in '{}'", flag,
+                      item, text));
     }
     values.push_back(v);
     start = comma + 1;

@@ -1,5 +1,5 @@
-// Model shapes for sizing tiers in bytes: configs/models/NAME.json holds the fields of a Hugging Face
-// config.json that decide KV size (num_hidden_layers, num_key_value_heads, head_dim or
+// Model shapes for sizing tiers in bytes: configs/models/NAME.json holds the fields of a Hugging
+// Face config.json that decide KV size (num_hidden_layers, num_key_value_heads, head_dim or
 // hidden_size / num_attention_heads, torch_dtype).
 #pragma once
 

@@ -9,15 +9,15 @@
 namespace kvtier::replay {
 
 struct PlotSeries {
-  std::string label;        // legend entry, e.g. "lru" or "s3fifo+second"
-  std::vector<double> x;    // same length as y
+  std::string label;      // legend entry, e.g. "lru" or "s3fifo+second"
+  std::vector<double> x;  // same length as y
   std::vector<double> y;
 };
 
 struct PlotSpec {
   std::string title;
-  std::string x_label;      // e.g. "capacity (blocks)"
-  std::string y_label;      // e.g. "miss ratio"
+  std::string x_label;  // e.g. "capacity (blocks)"
+  std::string y_label;  // e.g. "miss ratio"
   bool log_x = false;
   std::vector<PlotSeries> series;
   int width = 1000, height = 650;

@@ -1,11 +1,11 @@
 #include "tools/replay/replay_args.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace kvtier::replay {
 namespace {
@@ -22,7 +22,8 @@ constexpr UnitScale kByteUnits[] = {
 };
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The whole of `text` as a finite double >= 0, or nullopt.
@@ -44,12 +45,13 @@ std::string Trim(const std::string& s) {
 absl::StatusOr<bool> ParseBool(const std::string& where, const std::string& text) {
   if (text.empty() || text == "true" || text == "1" || text == "yes") return true;
   if (text == "false" || text == "0" || text == "no") return false;
-  return absl::InvalidArgumentError(fmt::format("{}: expected true or false, got '{}'", where, text));
+  return absl::InvalidArgumentError(
+      fmt::format("{}: expected true or false, got '{}'", where, text));
 }
 
 // Applies one key=value of a tier spec.
-absl::Status ApplyTierKey(const std::string& where, const std::string& key, const std::string& value,
-                          TierSpec* spec, bool* has_capacity) {
+absl::Status ApplyTierKey(const std::string& where, const std::string& key,
+                          const std::string& value, TierSpec* spec, bool* has_capacity) {
   const std::string at = fmt::format("{}: {}", where, key);
   if (key == "name") {
     if (value.empty()) return absl::InvalidArgumentError(at + ": empty name");
@@ -70,10 +72,11 @@ absl::Status ApplyTierKey(const std::string& where, const std::string& key, cons
   } else if (key == "read_gbps" || key == "read-gbps") {
     KVTIER_ASSIGN_OR_RETURN(spec->read_gbps, ParsePositive(at, value));
   } else {
-    return absl::InvalidArgumentError(fmt::format(
-        "{}: unknown key '{}' (known: name, capacity, policy, admission, admission_window, leaf_first, "
-        "read_gbps)",
-        where, key));
+    return absl::InvalidArgumentError(
+        fmt::format("{}: unknown key '{}' (known: name, capacity, policy, admission, "
+                    "admission_window, leaf_first, "
+                    "read_gbps)",
+                    where, key));
   }
   return absl::OkStatus();
 }
@@ -102,7 +105,8 @@ absl::StatusOr<Capacity> ParseCapacity(const std::string& where, const std::stri
   if (!v || *v <= 0 || !whole_blocks || (c.unit == Capacity::Unit::kFraction && *v > 100)) {
     return absl::InvalidArgumentError(fmt::format(
         "{}: bad capacity '{}' (a number of blocks, a size such as 10GiB or 512MB, or a percentage "
-        "of unique blocks such as 5%)", where, text));
+        "of unique blocks such as 5%)",
+        where, text));
   }
   if (c.unit == Capacity::Unit::kBlocks) c.value = *v;
   if (c.unit == Capacity::Unit::kFraction) c.value = *v / 100.0;
@@ -122,15 +126,13 @@ absl::StatusOr<uint64_t> ResolveCapacity(const std::string& where, const Capacit
     blocks = std::round(capacity.value * double(unique_blocks));
   }
   if (blocks < 1) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: capacity is less than one block", where));
+    return absl::InvalidArgumentError(fmt::format("{}: capacity is less than one block", where));
   }
   // Block ids are 32-bit; a larger capacity cannot be filled and would overflow byte counts.
   constexpr double kMaxBlocks = 4294967295.0;
   if (!(blocks <= kMaxBlocks)) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: capacity of {:.4g} blocks is more than the 2^32 - 1 a tier can hold", where,
-                    blocks));
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: capacity of {:.4g} blocks is more than the 2^32 - 1 a tier can hold", where, blocks));
   }
   return static_cast<uint64_t>(blocks);
 }
@@ -165,8 +167,8 @@ absl::Status CheckPolicyName(const std::string& flag, const std::string& name) {
   EvictionConfig config;
   config.policy = name;
   if (config.Validate().ok()) return absl::OkStatus();
-  return absl::InvalidArgumentError(fmt::format("{}: unknown policy '{}' (one of {}, opt)", flag,
-                                                name, EvictionPolicyNames()));
+  return absl::InvalidArgumentError(
+      fmt::format("{}: unknown policy '{}' (one of {}, opt)", flag, name, EvictionPolicyNames()));
 }
 
 absl::Status CheckAdmissionName(const std::string& flag, const std::string& name) {
@@ -183,7 +185,8 @@ absl::StatusOr<std::vector<std::string>> SplitList(const std::string& flag,
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
-    std::string item = Trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    std::string item =
+        Trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (item.empty()) {
       return absl::InvalidArgumentError(fmt::format("{}: empty item in list '{}'", flag, text));
     }

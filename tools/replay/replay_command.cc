@@ -2,12 +2,12 @@
 // comparison, or a capacity sweep -> a table or one JSON object on stdout.
 #include "tools/replay/replay_command.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "tools/common/progress.h"
 #include "tools/replay/replay_plan.h"
@@ -74,21 +74,21 @@ absl::Status RunReplay(const ReplayPlan& plan, const Trace& trace, const Resolve
   return absl::OkStatus();
 }
 
-absl::Status RunSweepMode(const ReplayPlan& plan, const Trace& trace, const ResolvedTiers& resolved) {
+absl::Status RunSweepMode(const ReplayPlan& plan, const Trace& trace,
+                          const ResolvedTiers& resolved) {
   ProgressBar bar("sweep");
   SweepConfig config = plan.sweep;
   config.capacities = resolved.sweep_capacities;
-  KVTIER_ASSIGN_OR_RETURN(std::vector<SweepPoint> points,
-                          RunSweep(trace, config, [&bar](uint64_t done, uint64_t total) {
-                            bar.Update(done, total);
-                          }));
+  KVTIER_ASSIGN_OR_RETURN(
+      std::vector<SweepPoint> points,
+      RunSweep(trace, config, [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); }));
   const std::string csv = plan.sweep_out + ".csv", png = plan.sweep_out + ".png";
   KVTIER_RETURN_IF_ERROR(WriteSweepCsv(points, csv));
-  KVTIER_RETURN_IF_ERROR(WriteSweepPlot(
-      points,
-      fmt::format("{}: prefix miss ratio by capacity",
-                  std::filesystem::path(plan.trace_path).filename().string()),
-      png));
+  KVTIER_RETURN_IF_ERROR(
+      WriteSweepPlot(points,
+                     fmt::format("{}: prefix miss ratio by capacity",
+                                 std::filesystem::path(plan.trace_path).filename().string()),
+                     png));
   std::string out;
   if (plan.json) {
     out = SweepJson(points, trace, csv, png).dump(2) + "\n";

@@ -1,9 +1,9 @@
 #include "tools/replay/replay_plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "tools/replay/model_config.h"
 
@@ -18,11 +18,13 @@ bool Has(const std::vector<std::string>& list, const std::string& item) {
 
 absl::Status ParseInput(const ReplayFlags& f, ReplayPlan* plan) {
   if (f.trace.empty()) {
-    return Usage("--trace is required: a Mooncake or Bailian JSONL file (.gz/.zst too), or - for stdin");
+    return Usage(
+        "--trace is required: a Mooncake or Bailian JSONL file (.gz/.zst too), or - for stdin");
   }
   plan->trace_path = f.trace;
   absl::StatusOr<TraceFormat> format = ParseTraceFormat(f.format);
-  if (!format.ok()) return Usage(fmt::format("--format: unknown format '{}' (auto, mooncake, bailian)", f.format));
+  if (!format.ok())
+    return Usage(fmt::format("--format: unknown format '{}' (auto, mooncake, bailian)", f.format));
   plan->load.format = *format;
   plan->load.skip_bad = f.skip_bad;
   if (!f.block_tokens.empty()) {
@@ -62,20 +64,24 @@ absl::Status ParseTiers(const ReplayFlags& f, ReplayPlan* plan) {
   KVTIER_RETURN_IF_ERROR(CheckPolicyName("--policy", f.policy));
   KVTIER_RETURN_IF_ERROR(CheckAdmissionName("--admission", f.admission));
   if (!f.admission_window.empty()) {
-    KVTIER_ASSIGN_OR_RETURN(plan->admission_window, ParseUint("--admission-window", f.admission_window));
+    KVTIER_ASSIGN_OR_RETURN(plan->admission_window,
+                            ParseUint("--admission-window", f.admission_window));
     if (plan->admission_window == 0) return Usage("--admission-window: must be > 0");
     plan->sweep.admission_window = plan->admission_window;
   }
   const int given = !f.capacity_blocks.empty() + !f.capacity_bytes.empty() + !f.tiers.empty();
   if (given > 1) {
-    return Usage("--capacity-blocks, --capacity-bytes and --tier are exclusive: give one (a --tier "
-                 "spec carries its own capacity)");
+    return Usage(
+        "--capacity-blocks, --capacity-bytes and --tier are exclusive: give one (a --tier "
+        "spec carries its own capacity)");
   }
   if (f.sweep) {
-    if (given != 0) return Usage("--sweep takes its capacities from --sweep-capacities, not --capacity-*/--tier");
+    if (given != 0)
+      return Usage("--sweep takes its capacities from --sweep-capacities, not --capacity-*/--tier");
     return absl::OkStatus();
   }
-  if (given == 0) return Usage("give a capacity: --capacity-blocks N, --capacity-bytes SIZE or --tier SPEC");
+  if (given == 0)
+    return Usage("give a capacity: --capacity-blocks N, --capacity-bytes SIZE or --tier SPEC");
   if (f.tiers.empty()) {
     KVTIER_ASSIGN_OR_RETURN(TierSpec spec, SingleTier(f));
     spec.config.admission.window_blocks = plan->admission_window;
@@ -86,7 +92,8 @@ absl::Status ParseTiers(const ReplayFlags& f, ReplayPlan* plan) {
     KVTIER_ASSIGN_OR_RETURN(TierSpec spec, ParseTierSpec(i, f.tiers[i], defaults));
     plan->tiers.push_back(std::move(spec));
   }
-  if (plan->tiers.size() > kMaxTiers) return Usage(fmt::format("--tier: at most {} tiers", kMaxTiers));
+  if (plan->tiers.size() > kMaxTiers)
+    return Usage(fmt::format("--tier: at most {} tiers", kMaxTiers));
   for (const TierSpec& spec : plan->tiers) {
     if (spec.config.eviction.policy == "opt" && plan->tiers.size() > 1) {
       return Usage(fmt::format("--policy opt (Belady) simulates a single tier only; tier {} has it",
@@ -100,7 +107,8 @@ absl::Status ParseModes(const ReplayFlags& f, ReplayPlan* plan) {
   plan->json = f.json;
   if (!f.compare.empty()) {
     KVTIER_ASSIGN_OR_RETURN(plan->compare, SplitList("--compare", f.compare));
-    for (const std::string& p : plan->compare) KVTIER_RETURN_IF_ERROR(CheckPolicyName("--compare", p));
+    for (const std::string& p : plan->compare)
+      KVTIER_RETURN_IF_ERROR(CheckPolicyName("--compare", p));
     if (Has(plan->compare, "opt") && plan->tiers.size() > 1) {
       return Usage("--compare: opt (Belady) simulates a single tier only; drop it or use one tier");
     }
@@ -126,13 +134,15 @@ absl::Status ParseSweep(const ReplayFlags& f, ReplayPlan* plan) {
   plan->sweep.admissions = {f.admission};
   plan->sweep.leaf_first = f.leaf_first;
   if (!f.sweep_admissions.empty()) {
-    KVTIER_ASSIGN_OR_RETURN(plan->sweep.admissions, SplitList("--sweep-admissions", f.sweep_admissions));
+    KVTIER_ASSIGN_OR_RETURN(plan->sweep.admissions,
+                            SplitList("--sweep-admissions", f.sweep_admissions));
     for (const std::string& a : plan->sweep.admissions) {
       KVTIER_RETURN_IF_ERROR(CheckAdmissionName("--sweep-admissions", a));
     }
   }
   if (!f.sweep_capacities.empty()) {
-    KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> items, SplitList("--sweep-capacities", f.sweep_capacities));
+    KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> items,
+                            SplitList("--sweep-capacities", f.sweep_capacities));
     for (const std::string& item : items) {
       KVTIER_ASSIGN_OR_RETURN(Capacity c, ParseCapacity("--sweep-capacities", item));
       plan->sweep_capacities.push_back(c);
@@ -159,18 +169,19 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const ReplayFlags& flags) {
   KVTIER_RETURN_IF_ERROR(ParseSweep(flags, &plan));
   if (plan.model_path) {
     absl::StatusOr<ModelShape> shape = LoadModelShape(*plan.model_path);
-    if (!shape.ok()) return Usage(fmt::format("--model: {}", std::string(shape.status().message())));
+    if (!shape.ok())
+      return Usage(fmt::format("--model: {}", std::string(shape.status().message())));
     plan.model = *std::move(shape);
   }
   const bool needs_block_bytes =
-      std::any_of(plan.tiers.begin(), plan.tiers.end(), [](const TierSpec& t) {
-        return t.capacity.unit == Capacity::Unit::kBytes;
-      }) ||
+      std::any_of(plan.tiers.begin(), plan.tiers.end(),
+                  [](const TierSpec& t) { return t.capacity.unit == Capacity::Unit::kBytes; }) ||
       std::any_of(plan.sweep_capacities.begin(), plan.sweep_capacities.end(),
                   [](const Capacity& c) { return c.unit == Capacity::Unit::kBytes; });
   if (needs_block_bytes && !plan.model_path && plan.block_bytes == 0) {
-    return Usage("a capacity in bytes needs the KV size of a block: give --model "
-                 "configs/models/NAME.json or --block-bytes");
+    return Usage(
+        "a capacity in bytes needs the KV size of a block: give --model "
+        "configs/models/NAME.json or --block-bytes");
   }
   return plan;
 }
@@ -184,14 +195,15 @@ absl::StatusOr<ResolvedTiers> ResolveTiers(const ReplayPlan& plan, const Trace& 
                                   ? "capacity"
                                   : fmt::format("--tier #{} ({})", i + 1, spec.config.name);
     TierConfig tier = spec.config;
-    KVTIER_ASSIGN_OR_RETURN(tier.capacity_blocks,
-                            ResolveCapacity(where, spec.capacity, out.block_bytes, trace.num_blocks()));
+    KVTIER_ASSIGN_OR_RETURN(
+        tier.capacity_blocks,
+        ResolveCapacity(where, spec.capacity, out.block_bytes, trace.num_blocks()));
     out.tiers.push_back(std::move(tier));
     out.read_gbps.push_back(spec.read_gbps ? *spec.read_gbps : plan.cost.ReadBytesPerS(i) / 1e9);
   }
   for (const Capacity& c : plan.sweep_capacities) {
-    KVTIER_ASSIGN_OR_RETURN(uint64_t blocks,
-                            ResolveCapacity("--sweep-capacities", c, out.block_bytes, trace.num_blocks()));
+    KVTIER_ASSIGN_OR_RETURN(uint64_t blocks, ResolveCapacity("--sweep-capacities", c,
+                                                             out.block_bytes, trace.num_blocks()));
     out.sweep_capacities.push_back(blocks);
   }
   // Curves are drawn left to right: sorted, each capacity once.

@@ -3,12 +3,11 @@
 // ResolvedTiers (capacities in blocks and the block size, once the trace is loaded).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "common/status.h"
 #include "tools/replay/cost_model.h"
@@ -42,18 +41,18 @@ void AddReplayFlags(CLI::App& sub, ReplayFlags* flags);
 struct ReplayPlan {
   std::string trace_path;
   TraceLoadOptions load;
-  std::vector<TierSpec> tiers;         // top first; capacities not yet in blocks
+  std::vector<TierSpec> tiers;  // top first; capacities not yet in blocks
   std::optional<std::string> model_path;
   uint64_t admission_window = 0;  // --admission-window; 0 = each tier's capacity
   // Loaded from model_path by MakeReplayPlan, before any trace is read, so a bad model file is
   // reported at once.
   std::optional<ModelShape> model;
-  uint64_t block_bytes = 0;            // from --block-bytes; 0 = unset
-  CostModel cost;                      // read_gbps as given by --read-gbps (may be short)
-  std::vector<std::string> compare;    // empty = one run
+  uint64_t block_bytes = 0;          // from --block-bytes; 0 = unset
+  CostModel cost;                    // read_gbps as given by --read-gbps (may be short)
+  std::vector<std::string> compare;  // empty = one run
   bool json = false;
   bool sweep_mode = false;
-  SweepConfig sweep;                   // capacities filled by ResolveTiers
+  SweepConfig sweep;                       // capacities filled by ResolveTiers
   std::vector<Capacity> sweep_capacities;  // empty = the default grid
   std::string sweep_out;
 };
@@ -63,8 +62,8 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const ReplayFlags& flags);
 
 struct ResolvedTiers {
   std::vector<TierConfig> tiers;
-  uint64_t block_bytes = 0;             // 0 = unknown
-  std::vector<double> read_gbps;        // one per tier
+  uint64_t block_bytes = 0;       // 0 = unknown
+  std::vector<double> read_gbps;  // one per tier
   std::vector<uint64_t> sweep_capacities;
 };
 

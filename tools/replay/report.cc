@@ -1,9 +1,9 @@
 #include "tools/replay/report.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iterator>
-
-#include <fmt/format.h>
 
 namespace kvtier::replay {
 namespace {
@@ -27,8 +27,9 @@ std::string TierAdmission(const TierConfig& tier) {
 
 // ", 3 malformed lines skipped" when --skip-bad dropped any, so a table never hides them.
 std::string SkippedNote(uint64_t skipped_lines) {
-  return skipped_lines == 0 ? std::string()
-                            : fmt::format(", {} malformed lines skipped", GroupDigits(skipped_lines));
+  return skipped_lines == 0
+             ? std::string()
+             : fmt::format(", {} malformed lines skipped", GroupDigits(skipped_lines));
 }
 
 nlohmann::json TierJson(const TierConfig& tier, const TierCounters& c, uint64_t refs,
@@ -59,10 +60,14 @@ nlohmann::json TierJson(const TierConfig& tier, const TierCounters& c, uint64_t 
 nlohmann::json TraceJson(const ReplayReport& report) {
   const SimResult& r = report.result;
   return {
-      {"trace", report.trace_path},          {"requests", r.requests},
-      {"block_refs", r.block_refs},          {"unique_blocks", r.unique_blocks},
-      {"skipped_lines", report.skipped_lines}, {"block_tokens", report.block_tokens},
-      {"block_bytes", report.block_bytes},   {"input_tokens", r.input_tokens},
+      {"trace", report.trace_path},
+      {"requests", r.requests},
+      {"block_refs", r.block_refs},
+      {"unique_blocks", r.unique_blocks},
+      {"skipped_lines", report.skipped_lines},
+      {"block_tokens", report.block_tokens},
+      {"block_bytes", report.block_bytes},
+      {"input_tokens", r.input_tokens},
   };
 }
 
@@ -76,13 +81,15 @@ std::string CostLine(const ReplayReport& report) {
   const SimResult& r = report.result;
   std::string gbps;
   for (size_t t = 0; t < r.tiers.size(); ++t) {
-    gbps += fmt::format("{}{} {:g}", t ? ", " : "", r.tiers[t].name, report.cost.ReadBytesPerS(t) / 1e9);
+    gbps += fmt::format("{}{} {:g}", t ? ", " : "", r.tiers[t].name,
+                        report.cost.ReadBytesPerS(t) / 1e9);
   }
   std::string line = fmt::format(
       "estimated TTFT saving: {:.1f} s in total, {:.2f} ms per request (prefill {:g} tokens/s; "
       "read GB/s {})",
       r.ttft_saving_s, MeanSavingMs(r), report.cost.prefill_tokens_per_s, gbps);
-  if (report.block_bytes == 0) line += "\n  (block size unknown: read times not counted; give --model or --block-bytes)";
+  if (report.block_bytes == 0)
+    line += "\n  (block size unknown: read times not counted; give --model or --block-bytes)";
   return line;
 }
 
@@ -168,7 +175,9 @@ std::string FormatReportTable(const ReplayReport& report) {
   }
   out += fmt::format("{:<6} {:<12} {:<9} {:>12} {:>8.4f} {:>8.4f} {:>15}\n\n", "total", "", "", "",
                      r.BlockHitRatio(), r.PrefixHitRatio(), GroupDigits(r.tokens_saved));
-  out += "block / prefix: hit ratios over all block references, by the highest tier holding the block\n";
+  out +=
+      "block / prefix: hit ratios over all block references, by the highest tier holding the "
+      "block\n";
   return out + CostLine(report) + "\n";
 }
 
@@ -180,10 +189,10 @@ std::string FormatCompareTable(const std::vector<ReplayReport>& reports) {
     capacities += fmt::format("{}{} {} blocks", capacities.empty() ? "" : ", ", tier.name,
                               GroupDigits(tier.capacity_blocks));
   }
-  std::string out = fmt::format(
-      "trace {}: {} requests, {} block refs, {} unique blocks{}; {}\n\n",
-      reports.front().trace_path, GroupDigits(first.requests), GroupDigits(first.block_refs),
-      GroupDigits(first.unique_blocks), SkippedNote(reports.front().skipped_lines), capacities);
+  std::string out = fmt::format("trace {}: {} requests, {} block refs, {} unique blocks{}; {}\n\n",
+                                reports.front().trace_path, GroupDigits(first.requests),
+                                GroupDigits(first.block_refs), GroupDigits(first.unique_blocks),
+                                SkippedNote(reports.front().skipped_lines), capacities);
   out += fmt::format("{:<14} {:<9} {:>10} {:>11} {:>12} {:>16} {:>15}\n", "policy", "admission",
                      "block hit", "prefix hit", "prefix miss", "tokens saved", "TTFT saved/req");
   for (const ReplayReport& report : reports) {
@@ -198,13 +207,19 @@ std::string FormatCompareTable(const std::vector<ReplayReport>& reports) {
 
 nlohmann::json SweepJson(const std::vector<SweepPoint>& points, const Trace& trace,
                          const std::string& csv_path, const std::string& png_path) {
-  nlohmann::json j = {{"requests", trace.num_requests()}, {"block_refs", trace.num_refs()},
-                      {"unique_blocks", trace.num_blocks()}, {"csv", csv_path}, {"png", png_path}};
+  nlohmann::json j = {{"requests", trace.num_requests()},
+                      {"block_refs", trace.num_refs()},
+                      {"unique_blocks", trace.num_blocks()},
+                      {"csv", csv_path},
+                      {"png", png_path}};
   nlohmann::json rows = nlohmann::json::array();
   for (const SweepPoint& p : points) {
-    rows.push_back({{"policy", p.policy}, {"admission", p.admission},
-                    {"capacity_blocks", p.capacity_blocks}, {"capacity_fraction", p.capacity_fraction},
-                    {"block_hit_ratio", p.block_hit_ratio}, {"prefix_hit_ratio", p.prefix_hit_ratio}});
+    rows.push_back({{"policy", p.policy},
+                    {"admission", p.admission},
+                    {"capacity_blocks", p.capacity_blocks},
+                    {"capacity_fraction", p.capacity_fraction},
+                    {"block_hit_ratio", p.block_hit_ratio},
+                    {"prefix_hit_ratio", p.prefix_hit_ratio}});
   }
   j["points"] = std::move(rows);
   return j;
@@ -228,7 +243,8 @@ std::string FormatSweepTable(const std::vector<SweepPoint>& points) {
     out += fmt::format("{:>12} {:>7.2f}%", GroupDigits(blocks), fraction * 100);
     for (const std::string& label : labels) {
       for (const SweepPoint& p : points) {
-        if (SeriesLabel(p) == label && p.capacity_blocks == blocks) out += fmt::format(" {:>14.4f}", 1.0 - p.prefix_hit_ratio);
+        if (SeriesLabel(p) == label && p.capacity_blocks == blocks)
+          out += fmt::format(" {:>14.4f}", 1.0 - p.prefix_hit_ratio);
       }
     }
     out += "\n";

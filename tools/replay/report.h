@@ -20,10 +20,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tools/replay/simulator.h"
 #include "tools/replay/sweep.h"

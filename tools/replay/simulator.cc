@@ -96,7 +96,8 @@ void RunStack(const Trace& trace, TierStack& stack, const SimOptions& options, S
     }
     accounting.CountRequest(r, [&stack](BlockId id) { return stack.ResidentMask(id); });
     const uint64_t begin = trace.request_begin[r], end = trace.request_begin[r + 1];
-    for (uint64_t i = end; i-- > begin;) stack.Reference(refs[i], i > begin ? refs[i - 1] : kNoParent);
+    for (uint64_t i = end; i-- > begin;)
+      stack.Reference(refs[i], i > begin ? refs[i - 1] : kNoParent);
     Progress(options, r + 1, requests);
   }
   for (size_t t = 0; t < stack.num_tiers(); ++t) {
@@ -121,7 +122,8 @@ void RunBelady(const Trace& trace, size_t capacity, const std::vector<uint32_t>&
     accounting.CountRequest(r, [&cache](BlockId id) { return uint8_t{cache.Contains(id)}; });
     const uint64_t begin = trace.request_begin[r], end = trace.request_begin[r + 1];
     for (uint64_t i = end; i-- > begin;) {
-      const auto res = cache.Reference(trace.refs[i], next_use[i], static_cast<uint32_t>(i - begin));
+      const auto res =
+          cache.Reference(trace.refs[i], next_use[i], static_cast<uint32_t>(i - begin));
       c.written += res.outcome == BeladyCache::Outcome::kInserted;
       c.rejected += res.outcome == BeladyCache::Outcome::kBypassed;
       c.evictions += res.evicted.has_value();
@@ -151,7 +153,8 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const std::vector<TierCon
     }
     RunBelady(trace, tiers[0].capacity_blocks, *next_use, options, &result);
   } else {
-    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TierStack> stack, TierStack::Create(tiers, trace.hash_ids));
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TierStack> stack,
+                            TierStack::Create(tiers, trace.hash_ids));
     RunStack(trace, *stack, options, &result);
   }
   for (const TierCounters& c : result.counters) {

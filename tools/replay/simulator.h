@@ -1,5 +1,5 @@
-// Replays a trace through a simulated tier stack (tier_stack.h) or Belady's optimum (index/belady.h)
-// and counts what a cache of that shape would have saved.
+// Replays a trace through a simulated tier stack (tier_stack.h) or Belady's optimum
+// (index/belady.h) and counts what a cache of that shape would have saved.
 //
 // The replay contract (issue 2, checked by an independent implementation): for each request in
 // file order, count its hash_ids present in the cache (block hits) and the length of its leading
@@ -37,16 +37,16 @@ struct SimOptions {
 };
 
 struct SimResult {
-  std::vector<TierConfig> tiers;        // as simulated
-  std::vector<TierCounters> counters;   // per tier
+  std::vector<TierConfig> tiers;       // as simulated
+  std::vector<TierCounters> counters;  // per tier
   uint64_t requests = 0;
   uint64_t block_refs = 0;
   uint64_t unique_blocks = 0;
-  uint64_t input_tokens = 0;            // sum of prompt lengths
-  uint64_t block_hits = 0;              // over all tiers
+  uint64_t input_tokens = 0;  // sum of prompt lengths
+  uint64_t block_hits = 0;    // over all tiers
   uint64_t prefix_hits = 0;
   uint64_t tokens_saved = 0;
-  double ttft_saving_s = 0;             // sum over requests of CostModel::RequestSaving
+  double ttft_saving_s = 0;  // sum over requests of CostModel::RequestSaving
 
   double BlockHitRatio() const { return block_refs ? double(block_hits) / block_refs : 0.0; }
   double PrefixHitRatio() const { return block_refs ? double(prefix_hits) / block_refs : 0.0; }

@@ -1,13 +1,13 @@
 #include "tools/replay/sweep.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <fstream>
 #include <mutex>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "index/belady.h"
 #include "tools/replay/plot.h"
@@ -62,7 +62,8 @@ std::vector<uint64_t> DefaultSweepCapacities(uint64_t unique_blocks, int points)
 }
 
 absl::StatusOr<std::vector<SweepPoint>> RunSweep(
-    const Trace& trace, const SweepConfig& in, const std::function<void(uint64_t, uint64_t)>& on_progress) {
+    const Trace& trace, const SweepConfig& in,
+    const std::function<void(uint64_t, uint64_t)>& on_progress) {
   SweepConfig config = in;
   if (config.capacities.empty()) config.capacities = DefaultSweepCapacities(trace.num_blocks());
   std::vector<SweepPoint> points = PlanPoints(config, trace.num_blocks());
@@ -89,7 +90,8 @@ absl::StatusOr<std::vector<SweepPoint>> RunSweep(
       if (on_progress) on_progress(++done, points.size());
     }
   };
-  unsigned threads = config.threads ? config.threads : std::max(1u, std::thread::hardware_concurrency());
+  unsigned threads =
+      config.threads ? config.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<size_t>(threads, points.size()));
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
@@ -123,7 +125,8 @@ absl::Status WriteSweepPlot(const std::vector<SweepPoint>& points, const std::st
   spec.log_x = true;
   for (const SweepPoint& p : points) {
     const std::string label = SeriesLabel(p);
-    if (spec.series.empty() || spec.series.back().label != label) spec.series.push_back({label, {}, {}});
+    if (spec.series.empty() || spec.series.back().label != label)
+      spec.series.push_back({label, {}, {}});
     spec.series.back().x.push_back(p.capacity_fraction);
     spec.series.back().y.push_back(1.0 - p.prefix_hit_ratio);
   }

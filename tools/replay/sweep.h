@@ -1,6 +1,7 @@
 // `kvtier replay --sweep`: miss-ratio curves. Simulates a single tier at each capacity of a grid
-// with each policy (and admission filter), all over one trace loaded once, points in parallel; writes
-// one CSV row per point and a PNG with one prefix-miss-ratio curve per policy (opt included).
+// with each policy (and admission filter), all over one trace loaded once, points in parallel;
+// writes one CSV row per point and a PNG with one prefix-miss-ratio curve per policy (opt
+// included).
 #pragma once
 
 #include <cstdint>
@@ -18,8 +19,8 @@ struct SweepConfig {
   std::vector<std::string> admissions = {"all"};  // "opt" runs once per capacity, without one
   std::vector<uint64_t> capacities;               // blocks; empty = DefaultSweepCapacities
   bool leaf_first = false;
-  uint64_t admission_window = 0;                  // blocks; 0 = each point's capacity
-  unsigned threads = 0;                           // 0 = hardware concurrency
+  uint64_t admission_window = 0;  // blocks; 0 = each point's capacity
+  unsigned threads = 0;           // 0 = hardware concurrency
 };
 
 struct SweepPoint {

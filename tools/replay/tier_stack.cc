@@ -1,11 +1,11 @@
 #include "tools/replay/tier_stack.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <optional>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "common/huge_pages.h"
 #include "index/leaf_tracker.h"
@@ -38,18 +38,20 @@ absl::Status ValidateTiers(const std::vector<TierConfig>& tiers) {
     }
     if (tier.eviction.policy == "opt") {
       if (tiers.size() != 1) {
-        return absl::InvalidArgumentError(fmt::format(
-            "tier {}: policy opt (Belady) simulates a single tier only", tier.name));
+        return absl::InvalidArgumentError(
+            fmt::format("tier {}: policy opt (Belady) simulates a single tier only", tier.name));
       }
       continue;
     }
     EvictionConfig eviction = tier.eviction;
     eviction.capacity_blocks = tier.capacity_blocks;
     if (absl::Status s = eviction.Validate(); !s.ok()) {
-      return absl::InvalidArgumentError(fmt::format("tier {}: {}", tier.name, std::string(s.message())));
+      return absl::InvalidArgumentError(
+          fmt::format("tier {}: {}", tier.name, std::string(s.message())));
     }
     if (absl::Status s = tier.admission.Validate(); !s.ok() && tier.admission.window_blocks != 0) {
-      return absl::InvalidArgumentError(fmt::format("tier {}: {}", tier.name, std::string(s.message())));
+      return absl::InvalidArgumentError(
+          fmt::format("tier {}: {}", tier.name, std::string(s.message())));
     }
   }
   return absl::OkStatus();
@@ -146,7 +148,8 @@ void TierStack::InsertInto(size_t t, BlockId id) {
   mask_[id] |= tier.bit;
   ++tier.size;
   if (tier.leaves != nullptr) {
-    tier.leaves->Add(id, parent_[id] == kNoParent ? std::nullopt : std::optional<BlockId>(parent_[id]));
+    tier.leaves->Add(id,
+                     parent_[id] == kNoParent ? std::nullopt : std::optional<BlockId>(parent_[id]));
   }
   if (tier.size > tier.config.capacity_blocks) EvictFrom(t);
 }

@@ -10,7 +10,8 @@
 //    a request, last to first, after counting that request's hits):
 //      - resident in T0: touch it in T0's policy.
 //      - resident only lower, highest copy in tier j: promote into T0 without asking T0's admission
-//        (the hit itself proves reuse); count one block promoted from tier j; touch the tier-j copy.
+//        (the hit itself proves reuse); count one block promoted from tier j; touch the tier-j
+//        copy.
 //      - absent everywhere: offer it to the tiers top-down; the first whose admission accepts
 //        receives it (one block written into that tier); if none accepts it is not cached.
 //  * Eviction. After every insert a tier over capacity evicts one victim chosen by its policy (in
@@ -52,14 +53,14 @@ struct TierConfig {
 
 // Per-tier counters, all in blocks.
 struct TierCounters {
-  uint64_t block_hits = 0;      // references whose highest copy was in this tier
-  uint64_t prefix_hits = 0;     // of those, references inside their request's leading run of hits
-  uint64_t tokens_saved = 0;    // prefill tokens of this tier's prefix hits, capped per request
-  uint64_t promoted = 0;        // copied from this tier into T0 on a reference
-  uint64_t demoted = 0;         // victims of this tier written into the next tier
-  uint64_t written = 0;         // new blocks admitted into this tier (not demotions/promotions)
-  uint64_t evictions = 0;       // victims chosen by this tier's policy
-  uint64_t rejected = 0;        // offers (new or demoted blocks) this tier's admission refused
+  uint64_t block_hits = 0;    // references whose highest copy was in this tier
+  uint64_t prefix_hits = 0;   // of those, references inside their request's leading run of hits
+  uint64_t tokens_saved = 0;  // prefill tokens of this tier's prefix hits, capped per request
+  uint64_t promoted = 0;      // copied from this tier into T0 on a reference
+  uint64_t demoted = 0;       // victims of this tier written into the next tier
+  uint64_t written = 0;       // new blocks admitted into this tier (not demotions/promotions)
+  uint64_t evictions = 0;     // victims chosen by this tier's policy
+  uint64_t rejected = 0;      // offers (new or demoted blocks) this tier's admission refused
 };
 
 // InvalidArgument naming the tier and field: empty stack, > kMaxTiers, zero capacity, bad policy.
@@ -107,8 +108,8 @@ class TierStack {
   bool Admit(size_t t, BlockId id);
 
   absl::Span<const uint64_t> ghost_keys_;
-  std::vector<uint8_t> mask_;          // per block: bit t = resident in tier t
-  std::vector<BlockId> parent_;        // per block: its parent on entering the stack (leaf-first)
+  std::vector<uint8_t> mask_;    // per block: bit t = resident in tier t
+  std::vector<BlockId> parent_;  // per block: its parent on entering the stack (leaf-first)
   std::vector<std::unique_ptr<Tier>> tiers_;
   EvictionPolicy* top_policy_ = nullptr;  // tiers_[0]'s
   // Prefetch hints only pay when the per-block arrays outgrow the caches; below this many blocks

@@ -10,8 +10,8 @@
 namespace kvtier::replay {
 
 struct Trace {
-  // Dense block ids of every request's hash_ids, concatenated in file order. Id i is the i-th distinct
-  // hash id seen in the file.
+  // Dense block ids of every request's hash_ids, concatenated in file order. Id i is the i-th
+  // distinct hash id seen in the file.
   std::vector<uint32_t> refs;
   // Request r references refs[request_begin[r], request_begin[r + 1]). Size: requests + 1.
   std::vector<uint64_t> request_begin = {0};

@@ -1,6 +1,6 @@
 // Reading request traces: the Mooncake and the Alibaba Bailian formats (DESIGN.md "Trace replay"),
-// one JSON object per line, from a file or stdin ("-"), plain, gzip or zstd (detected from the first
-// bytes, not the file name).
+// one JSON object per line, from a file or stdin ("-"), plain, gzip or zstd (detected from the
+// first bytes, not the file name).
 //
 //   Mooncake: {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [int, ...]}
 //             512-token blocks.
