@@ -18,21 +18,16 @@
 #include <utility>
 #include <vector>
 
+#include "common/mix.h"
+
 namespace kvtier {
 namespace {
 
 constexpr std::string_view kNames = "all, second";
 constexpr size_t kMaxWindowBlocks = size_t{1} << 32;
 
-// splitmix64's finaliser: spreads sequential trace ids over all 64 bits.
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
+// Spreads sequential trace ids over all 64 bits.
+uint64_t Mix(uint64_t x) { return SplitMix64Finalize(x); }
 
 // A blocked Bloom filter: each key sets kProbes bits inside one 512-bit (cache-line) block, so a
 // query is one cache miss.

@@ -13,17 +13,16 @@
 #include <fstream>
 #include <thread>
 
+#include "common/errno_text.h"
+#include "common/huge_pages.h"
 #include "common/log.h"
 #include "tiers/numa_placement.h"
 
 namespace kvtier {
 namespace {
 
-constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;  // MFD_HUGE_2MB
 constexpr uint32_t kDirectIoAlign = 4096;
 constexpr unsigned kMaxTouchThreads = 1024;
-
-std::string ErrnoText(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
 
 const char* HugePagesName(HugePages h) {
   switch (h) {

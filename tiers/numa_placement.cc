@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/errno_text.h"
 #include "common/log.h"
 
 namespace kvtier {
@@ -29,8 +30,6 @@ struct Bitmap {
   hwloc_bitmap_t bits = hwloc_bitmap_alloc();
   ~Bitmap() { hwloc_bitmap_free(bits); }
 };
-
-std::string ErrnoText(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
 
 }  // namespace
 

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/match.h"
+
 namespace kvtier::replay {
 namespace {
 
@@ -20,11 +22,6 @@ constexpr UnitScale kByteUnits[] = {
     {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
     {"B", 1.0},
 };
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // The whole of `text` as a finite double >= 0, or nullopt.
 std::optional<double> ParseNumber(const std::string& text) {
@@ -87,12 +84,12 @@ absl::StatusOr<Capacity> ParseCapacity(const std::string& where, const std::stri
   const std::string t = Trim(text);
   Capacity c;
   std::string number = t;
-  if (EndsWith(t, "%")) {
+  if (absl::EndsWith(t, "%")) {
     c.unit = Capacity::Unit::kFraction;
     number = t.substr(0, t.size() - 1);
   } else {
     for (const UnitScale& unit : kByteUnits) {
-      if (EndsWith(t, unit.suffix)) {
+      if (absl::EndsWith(t, unit.suffix)) {
         c.unit = Capacity::Unit::kBytes;
         number = Trim(t.substr(0, t.size() - std::string(unit.suffix).size()));
         if (auto v = ParseNumber(number); v && *v > 0) c.value = *v * unit.bytes;

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <utility>
 
+#include "common/mix.h"
 #include "tools/synth/synth_random.h"
 
 namespace kvtier::synth {
@@ -18,13 +19,7 @@ constexpr uint64_t kPromptUid = uint64_t{1} << 60;
 constexpr uint64_t kDocumentUid = uint64_t{2} << 60;
 constexpr uint64_t kUniqueUid = uint64_t{3} << 60;
 
-uint64_t Fmix(uint64_t x) {  // splitmix64's finaliser: a bijection with full avalanche
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+uint64_t Fmix(uint64_t x) { return SplitMix64Finalize(x); }
 
 // A draw rounded down to whole tokens, within [1, max].
 uint32_t Tokens(double draw, uint32_t max) {

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/match.h"
+
 namespace kvtier::synth {
 namespace {
 
@@ -118,11 +120,6 @@ class ZstdSink : public Sink {
   ZSTD_CCtx* cctx_;
 };
 
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 absl::StatusOr<std::unique_ptr<Sink>> OpenSink(const std::string& path) {
   if (path == "-") return std::make_unique<Sink>(STDOUT_FILENO, "<stdout>", false);
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -130,8 +127,8 @@ absl::StatusOr<std::unique_ptr<Sink>> OpenSink(const std::string& path) {
     return absl::InvalidArgumentError(
         fmt::format("cannot create {}: {}", path, std::strerror(errno)));
   }
-  if (EndsWith(path, ".gz")) return std::make_unique<GzipSink>(fd, path);
-  if (EndsWith(path, ".zst")) return std::make_unique<ZstdSink>(fd, path);
+  if (absl::EndsWith(path, ".gz")) return std::make_unique<GzipSink>(fd, path);
+  if (absl::EndsWith(path, ".zst")) return std::make_unique<ZstdSink>(fd, path);
   return std::make_unique<Sink>(fd, path, true);
 }
 
