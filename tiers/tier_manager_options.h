@@ -1,0 +1,55 @@
+// Configuration of the tier manager (tier_manager.h): the tiers it builds and, per tier, how blocks
+// leave it (DESIGN.md "Demotion and eviction"). Validated once, by TierManager::Create; every error
+// names the setting, e.g. "t1.low_watermark: 0.97 is above t1.high_watermark (0.95)".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "index/admission_policy.h"
+#include "index/block_index.h"
+#include "index/eviction_policy.h"
+#include "tiers/host_tier.h"
+#include "tiers/nvme_options.h"
+
+namespace kvtier {
+
+// How one tier sheds blocks. Occupancy is used slots / capacity slots. When a block enters and the
+// tier is above high_watermark, the manager's evictor wakes and evicts (demoting down a tier where
+// the lower tier admits) until occupancy is at or below low_watermark.
+struct TierPolicyOptions {
+  // Which resident block leaves next; eviction.capacity_blocks is set by the manager from the
+  // tier's slot count (the value here is ignored).
+  EvictionConfig eviction;
+  // Whether a block may enter this tier (new blocks for T1, demoted victims for T2). T1 should stay
+  // "all": a put that was refused would be lost. window_blocks 0 = the tier's capacity in blocks.
+  AdmissionConfig admission;
+  // Prefix-aware: evict only blocks with no resident child in this tier (index/leaf_tracker.h).
+  bool leaf_first = false;
+  // Fractions of capacity in (0, 1]; low_watermark <= high_watermark.
+  double high_watermark = 0.95;
+  double low_watermark = 0.90;
+
+  // OK, or InvalidArgument naming "<prefix>.<field>".
+  absl::Status Validate(const std::string& prefix) const;
+};
+
+struct TierManagerOptions {
+  BlockIndexOptions index;  // max_entries 0: sized from the tiers' slot counts
+  HostTierOptions t1;
+  TierPolicyOptions t1_policy;
+  // No value: the daemon runs without an NVMe tier (T1 victims are dropped).
+  // registered_ranges is filled in by the manager with the T1 segment; slot_bytes must equal
+  // t1.slot_bytes so one T1 slot moves to one T2 slot with one DMA.
+  std::optional<NvmeTierOptions> t2;
+  TierPolicyOptions t2_policy;
+  // Demotions (T1 -> T2 writes) in flight at once; more victims wait for a completion. > 0.
+  uint32_t max_demotions_in_flight = 64;
+
+  // OK, or an error naming the setting (the tiers' own Validate() messages included).
+  absl::Status Validate() const;
+};
+
+}  // namespace kvtier
