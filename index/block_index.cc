@@ -191,6 +191,20 @@ absl::StatusOr<uint32_t> BlockIndex::ClearTier(const BlockKey& key, Tier tier) {
   return found ? result : NotFound(key);
 }
 
+absl::StatusOr<uint32_t> BlockIndex::DropTier(const BlockKey& key, Tier tier) {
+  KVTIER_RETURN_IF_ERROR(CheckTier(tier));
+  absl::StatusOr<uint32_t> result;
+  const bool found = ShardOf(key).Modify(TagOf(key), key, [&](Entry& entry, uint32_t) {
+    if ((entry.tiers() & TierBit(tier)) == 0) {
+      result = absl::NotFoundError(About(key, "is not in tier " + std::string(TierName(tier))));
+      return;
+    }
+    entry.set_tiers(entry.tiers() & ~TierBit(tier));
+    result = entry.slot(tier);
+  });
+  return found ? result : NotFound(key);
+}
+
 absl::StatusOr<BlockInfo> BlockIndex::AcquireLease(const BlockKey& key) {
   absl::StatusOr<BlockInfo> result;
   const bool found = ShardOf(key).Modify(TagOf(key), key, [&](Entry& entry, uint32_t local) {

@@ -146,6 +146,10 @@ class BlockIndex {
   // stays in the index even with no tier left (Erase removes it). Errors: NotFound if absent or not
   // in `tier`; FailedPrecondition while leased (a leased block is never evicted or moved).
   absl::StatusOr<uint32_t> ClearTier(const BlockKey& key, Tier tier);
+  // Like ClearTier, but also while leased: for a copy that is gone whatever the lease holders want
+  // (its payload failed its checksum or could not be read). Whoever holds a lease for that copy is
+  // told by the failed transfer. Errors: NotFound if absent or not in `tier`.
+  absl::StatusOr<uint32_t> DropTier(const BlockKey& key, Tier tier);
 
   // Takes one lease on `key` and returns its metadata as of that moment (with the lease counted).
   // Errors: NotFound if absent; ResourceExhausted at kMaxLeases.

@@ -175,6 +175,20 @@ TEST(BlockIndexTest, LeasesBlockEraseAndEviction) {
   EXPECT_EQ(index->ReleaseLease(key).code(), absl::StatusCode::kNotFound);
 }
 
+TEST(BlockIndexTest, DropTierRemovesALostCopyEvenWhileLeased) {
+  auto index = MakeIndex();
+  const BlockKey key{11, 12};
+  ASSERT_TRUE(index->Insert(key, InT1(1)).ok());
+  ASSERT_TRUE(index->SetTier(key, Tier::kT2, 7).ok());
+  ASSERT_TRUE(index->AcquireLease(key).ok());
+  EXPECT_EQ(*index->DropTier(key, Tier::kT2), 7u);
+  EXPECT_EQ(index->DropTier(key, Tier::kT2).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(index->Find(key)->tiers, TierBit(Tier::kT1));
+  EXPECT_EQ(index->Find(key)->leases, 1u);
+  EXPECT_EQ(index->DropTier(BlockKey{1, 1}, Tier::kT1).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST(BlockIndexTest, ErrorsNameTheKeyInHex) {
   auto index = MakeIndex();
   const BlockKey key{0x1122334455667788ull, 0x99aabbccddeeff00ull};

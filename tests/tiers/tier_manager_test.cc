@@ -1,0 +1,239 @@
+// The tier manager over real tiers: put/get, demotion T1 -> T2 and promotion back, clean
+// evictions, leases, admission, watermarks, drop and config errors (issue 3, "Tier manager").
+#include "tiers/tier_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "tests/tiers/tier_manager_test_util.h"
+
+namespace kvtier {
+namespace {
+
+using testing::GetAndVerify;
+using testing::GetSync;
+using testing::InTier;
+using testing::KeyOf;
+using testing::ManagerOptions;
+using testing::Put;
+using testing::TempDir;
+
+std::unique_ptr<TierManager> Make(const TierManagerOptions& options) {
+  auto m = TierManager::Create(options);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+TEST(TierManagerTest, StoresAndLoadsBlocksOfEverySizeInT1) {
+  auto m = Make(ManagerOptions(16, "", 0));
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 12; ++i) ASSERT_EQ(*Put(*m, i), CommitOutcome::kStored);
+  for (uint64_t i = 0; i < 12; ++i) {
+    EXPECT_TRUE(GetAndVerify(*m, i).ok()) << i;
+    EXPECT_TRUE(InTier(*m, i, Tier::kT1));
+  }
+  EXPECT_EQ(m->Stats().gets_t1, 12u);
+  EXPECT_EQ(GetSync(*m, KeyOf(99)).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(TierManagerTest, TheSamePrefixIsStoredOnce) {
+  auto m = Make(ManagerOptions(8, "", 0));
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(*Put(*m, 1), CommitOutcome::kStored);
+  ASSERT_EQ(*Put(*m, 1), CommitOutcome::kAlreadyPresent);
+  EXPECT_EQ(m->t1().Stats().used_slots, 1u);  // the second writer's slot went back
+  EXPECT_EQ(m->Stats().puts_already_present, 1u);
+}
+
+TEST(TierManagerTest, DemotesToT2AndPromotesBackWithTheSameBytes) {
+  TempDir tmp;
+  auto m = Make(ManagerOptions(16, tmp.path(), 512));
+  ASSERT_NE(m, nullptr);
+  constexpr uint64_t kBlocks = 300;
+  for (uint64_t i = 0; i < kBlocks; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;
+  m->Quiesce();
+  EXPECT_EQ(m->index().Size(), kBlocks);  // T2 has room for all: nothing was lost
+  std::vector<uint64_t> order(kBlocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  for (uint64_t i : order) ASSERT_TRUE(GetAndVerify(*m, i).ok()) << i;
+  const TierManagerStats s = m->Stats();
+  EXPECT_GT(s.demotions, kBlocks - 32);
+  EXPECT_GT(s.gets_promoted, kBlocks - 32);
+  EXPECT_EQ(s.promotion_failures, 0u);
+  EXPECT_EQ(s.demotions, m->t2()->Stats().writes);
+}
+
+TEST(TierManagerTest, ACleanBlockLeavesT1WithoutBeingRewritten) {
+  TempDir tmp;
+  auto m = Make(ManagerOptions(8, tmp.path(), 256));
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 40; ++i) ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
+  m->Quiesce();
+  ASSERT_FALSE(InTier(*m, 0, Tier::kT1));
+  ASSERT_TRUE(GetAndVerify(*m, 0).ok());  // promoted: now in T1 and still in T2
+  EXPECT_TRUE(InTier(*m, 0, Tier::kT1) && InTier(*m, 0, Tier::kT2));
+  const uint64_t writes_before = m->t2()->Stats().writes;
+  for (uint64_t i = 100; i < 140; ++i) ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
+  m->Quiesce();
+  EXPECT_FALSE(InTier(*m, 0, Tier::kT1));
+  EXPECT_TRUE(InTier(*m, 0, Tier::kT2));
+  const TierManagerStats s = m->Stats();
+  EXPECT_GE(s.t1_clean_evictions, 1u);
+  // Every T2 write is one demotion of a block never written before: block 0 was not rewritten.
+  EXPECT_EQ(m->t2()->Stats().writes, s.demotions);
+  EXPECT_LE(m->t2()->Stats().writes - writes_before, 40u);
+  EXPECT_TRUE(GetAndVerify(*m, 0).ok());
+}
+
+TEST(TierManagerTest, LeasedBlocksAreNeverEvicted) {
+  TempDir tmp;
+  auto m = Make(ManagerOptions(8, tmp.path(), 256));
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(Put(*m, 0).ok());
+  auto leased = GetSync(*m, KeyOf(0));
+  ASSERT_TRUE(leased.ok());
+  for (uint64_t i = 1; i < 100; ++i) ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
+  m->Quiesce();
+  const std::optional<BlockInfo> info = m->index().Find(KeyOf(0));
+  ASSERT_TRUE(info && info->InTier(Tier::kT1));
+  EXPECT_EQ(info->slots[1], leased->slot);
+  ASSERT_TRUE(m->Release(KeyOf(0)).ok());
+  ASSERT_TRUE(GetAndVerify(*m, 0).ok());  // the leased copy was never touched
+  for (uint64_t i = 100; i < 200; ++i) ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
+  m->Quiesce();
+  EXPECT_FALSE(InTier(*m, 0, Tier::kT1));  // released, it may go like any other
+}
+
+TEST(TierManagerTest, EveryBlockStaysReadableWhileItIsBeingDemoted) {
+  TempDir tmp;
+  TierManagerOptions o = ManagerOptions(32, tmp.path(), 1024);
+  o.t2->durability = T2Durability::kFdatasync;  // slow writes: demotions stay in flight longer
+  o.t1_policy.high_watermark = 0.5;
+  o.t1_policy.low_watermark = 0.25;
+  auto m = Make(o);
+  ASSERT_NE(m, nullptr);
+  std::atomic<uint64_t> committed{0}, reads{0}, failures{0};
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    std::mt19937_64 rng(3);
+    while (!done.load()) {
+      const uint64_t n = committed.load();
+      if (n == 0) continue;
+      if (!GetAndVerify(*m, rng() % n).ok()) failures.fetch_add(1);
+      reads.fetch_add(1);
+    }
+  });
+  for (uint64_t i = 0; i < 400; ++i) {
+    ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
+    committed.store(i + 1);
+  }
+  done.store(true);
+  reader.join();
+  EXPECT_EQ(failures.load(), 0u) << "of " << reads.load() << " reads";
+  EXPECT_GT(m->Stats().demotions, 0u);
+}
+
+TEST(TierManagerTest, T2AdmissionDecidesWhatIsDemoted) {
+  TempDir tmp;
+  TierManagerOptions o = ManagerOptions(8, tmp.path(), 256);
+  o.t2_policy.admission.policy = "second";
+  auto m = Make(o);
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 60; ++i) ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
+  m->Quiesce();
+  const TierManagerStats s = m->Stats();
+  EXPECT_GT(s.demotions_rejected, 40u);  // each block was offered once: never admitted
+  EXPECT_EQ(s.demotions, 0u);
+  EXPECT_EQ(GetSync(*m, KeyOf(0)).status().code(), absl::StatusCode::kNotFound);
+  for (uint64_t i = 0; i < 60; ++i) {
+    const absl::Status st = GetAndVerify(*m, i);
+    EXPECT_TRUE(st.ok() || st.code() == absl::StatusCode::kNotFound) << st;  // never wrong data
+  }
+}
+
+TEST(TierManagerTest, WithoutT2VictimsAreDropped) {
+  auto m = Make(ManagerOptions(8, "", 0));
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 50; ++i) ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
+  m->Quiesce();
+  EXPECT_LE(m->index().Size(), 8u);
+  EXPECT_GE(m->Stats().t1_dropped, 42u);
+  EXPECT_EQ(GetSync(*m, KeyOf(0)).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(GetAndVerify(*m, 49).ok());
+}
+
+TEST(TierManagerTest, WatermarksBoundOccupancy) {
+  TempDir tmp;
+  TierManagerOptions o = ManagerOptions(100, tmp.path(), 1000);
+  o.t1_policy.high_watermark = 0.8;
+  o.t1_policy.low_watermark = 0.5;
+  auto m = Make(o);
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 79; ++i) ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
+  m->Quiesce();
+  EXPECT_EQ(m->t1().Stats().used_slots, 79u);  // at the high watermark: nothing moves yet
+  ASSERT_TRUE(Put(*m, 79).ok());
+  ASSERT_TRUE(Put(*m, 80).ok());
+  m->Quiesce();
+  EXPECT_EQ(m->t1().Stats().used_slots, 50u);  // drained to the low watermark
+  EXPECT_EQ(m->index().Size(), 81u);
+}
+
+TEST(TierManagerTest, AFullT1OfLeasedBlocksRefusesPutsUntilReleased) {
+  auto m = Make(ManagerOptions(4, "", 0));
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
+    ASSERT_TRUE(GetSync(*m, KeyOf(i)).ok());
+  }
+  m->Quiesce();
+  EXPECT_EQ(m->AllocateForPut().status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(m->Stats().puts_refused_full, 1u);
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(m->Release(KeyOf(i)).ok());
+  EXPECT_TRUE(Put(*m, 4).ok());
+}
+
+TEST(TierManagerTest, DropRemovesTheBlockFromEveryTierAndFromDisk) {
+  TempDir tmp;
+  {
+    auto m = Make(ManagerOptions(4, tmp.path(), 64));
+    ASSERT_NE(m, nullptr);
+    for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
+    m->Quiesce();
+    ASSERT_TRUE(GetAndVerify(*m, 0).ok()) << GetAndVerify(*m, 0);  // in T1 and T2 now
+    ASSERT_TRUE(GetSync(*m, KeyOf(1)).ok());
+    EXPECT_EQ(m->Drop(KeyOf(1)).code(), absl::StatusCode::kFailedPrecondition);  // leased
+    ASSERT_TRUE(m->Release(KeyOf(1)).ok());
+    ASSERT_TRUE(m->Drop(KeyOf(0)).ok());
+    EXPECT_EQ(m->Drop(KeyOf(0)).code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(GetSync(*m, KeyOf(0)).status().code(), absl::StatusCode::kNotFound);
+  }
+  auto m = Make(ManagerOptions(4, tmp.path(), 64));  // restart: block 0's record is gone
+  ASSERT_NE(m, nullptr);
+  EXPECT_FALSE(m->index().Find(KeyOf(0)).has_value());
+  EXPECT_TRUE(GetAndVerify(*m, 1).ok());
+}
+
+TEST(TierManagerTest, RejectsBadOptionsNamingTheSetting) {
+  TierManagerOptions o = ManagerOptions(4, "", 0);
+  o.t1_policy.high_watermark = 0.5;
+  o.t1_policy.low_watermark = 0.6;
+  EXPECT_NE(TierManager::Create(o).status().message().find("t1.low_watermark"),
+            std::string::npos);
+  o = ManagerOptions(4, "/nonexistent-kvtier-dir", 4);
+  o.t2->slot_bytes = 2 * testing::kTestSlot;
+  EXPECT_NE(TierManager::Create(o).status().message().find("t2.slot_bytes"), std::string::npos);
+  o = ManagerOptions(4, "", 0);
+  o.t2_policy.eviction.policy = "mru";
+  EXPECT_NE(TierManager::Create(o).status().message().find("t2.eviction.policy"),
+            std::string::npos);
+  o = ManagerOptions(4, "/nonexistent-kvtier-dir", 4);
+  EXPECT_NE(TierManager::Create(o).status().message().find("t2.directories[0]"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,99 @@
+#include "tiers/tier_manager.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <utility>
+
+#include "common/log.h"
+#include "tiers/tier_manager_state.h"
+
+namespace kvtier {
+namespace {
+
+// How often an idle evictor looks at the watermarks without being woken (a safety net: every
+// operation that fills a tier past its high watermark wakes it).
+constexpr int kEvictorPollMs = 100;
+
+uint64_t T2Slots(const TierManagerOptions& options) {
+  if (!options.t2) return 0;
+  return uint64_t{options.t2->SlotsPerDirectory()} * options.t2->directories.size();
+}
+
+}  // namespace
+
+TierManager::TierManager(const TierManagerOptions& options) : options_(options) {}
+
+absl::StatusOr<std::unique_ptr<TierManager>> TierManager::Create(
+    const TierManagerOptions& options) {
+  KVTIER_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<TierManager> manager(new TierManager(options));
+  KVTIER_RETURN_IF_ERROR(manager->Start());
+  return manager;
+}
+
+absl::Status TierManager::Start() {
+  BlockIndexOptions index_options = options_.index;
+  if (index_options.max_entries == 0) {
+    // Every block has a copy in some slot, plus blocks in no tier waiting for their last lease.
+    const uint64_t t1_slots = options_.t1.capacity_bytes / options_.t1.slot_bytes;
+    index_options.max_entries = t1_slots + T2Slots(options_) + 4096;
+  }
+  KVTIER_ASSIGN_OR_RETURN(index_, BlockIndex::Create(index_options));
+  KVTIER_ASSIGN_OR_RETURN(t1_, HostTier::Create(options_.t1));
+  state_ = std::make_unique<internal::TierManagerState>(options_, *index_, *t1_);
+  KVTIER_RETURN_IF_ERROR(state_->Init(T2Slots(options_)));
+  if (options_.t2) {
+    NvmeTierOptions t2_options = *options_.t2;
+    t2_options.registered_ranges = {RegisteredRange{t1_->base(), t1_->size()}};
+    internal::TierManagerState* state = state_.get();
+    KVTIER_ASSIGN_OR_RETURN(
+        t2_, NvmeTier::Open(t2_options, [state](const BlockRecord& record, SlotId slot) {
+          state->AdoptRecovered(record, slot);
+        }));
+  }
+  state_->AttachT2(t2_.get());
+  KVTIER_LOG(kInfo, "tiers", "tier manager up: T1 {} slots, T2 {} slots, {} blocks recovered",
+             t1_->capacity_slots(), t2_ ? t2_->capacity_slots() : 0,
+             state_->Stats().recovered_blocks);
+  evictor_ = std::thread([this] { EvictorLoop(); });
+  return absl::OkStatus();
+}
+
+TierManager::~TierManager() {
+  if (state_) {
+    state_->Stop();
+    if (evictor_.joinable()) evictor_.join();
+    state_->Drain();  // moves in flight finish; dropped blocks' T2 records are deleted
+  }
+  t2_.reset();  // waits for its I/O; no callback into state_ is left
+  state_.reset();
+  t1_.reset();
+  index_.reset();
+}
+
+void TierManager::EvictorLoop() {
+  while (!state_->stopped()) {
+    if (!state_->EvictStep()) state_->WaitForWork(kEvictorPollMs);
+  }
+}
+
+absl::StatusOr<SlotId> TierManager::AllocateForPut() { return state_->AllocateForPut(); }
+
+void TierManager::AbortPut(SlotId slot) { t1_->Free(slot); }
+
+absl::StatusOr<CommitOutcome> TierManager::CommitPut(const PutCommit& put, SlotId slot) {
+  return state_->Commit(put, slot);
+}
+
+void TierManager::Get(const BlockKey& key, GetDone done) { state_->Get(key, std::move(done)); }
+
+absl::Status TierManager::Release(const BlockKey& key) { return state_->Release(key); }
+
+absl::Status TierManager::Drop(const BlockKey& key) { return state_->Drop(key); }
+
+void TierManager::Quiesce() { state_->Quiesce(); }
+
+TierManagerStats TierManager::Stats() const { return state_->Stats(); }
+
+}  // namespace kvtier

@@ -1,0 +1,159 @@
+// Internal to the tier manager (tier_manager.h): the policy bookkeeping and the moves in flight,
+// behind one mutex. Not for use elsewhere.
+//
+// Invariants, all under mu_:
+//  * A block id is in a tier's eviction policy and leaf tracker exactly when its resident_ bit for
+//    that tier is set. A block whose copy is being demoted, or that a lease pinned after it was
+//    chosen, is out of T1's policy until it is put back.
+//  * Index Insert and Erase happen only under mu_, so an id is never reused while any structure
+//    here still names it.
+//  * A key is in demotions_ from the moment its T1 copy is chosen for a T2 write until the write's
+//    completion has settled it; in promotions_ from the first Get that needs it in T1 until the
+//    T2 read's completion. Every Get waiting in promotions_ holds a lease on the block, so neither
+//    its T2 copy nor its index entry can go away meanwhile.
+//
+// Lock order: mu_, then a block index shard lock (index calls under mu_); never the reverse. No
+// I/O, copy, hash, RocksDB call or user callback runs under mu_.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "index/admission_policy.h"
+#include "index/eviction_policy.h"
+#include "index/leaf_tracker.h"
+#include "tiers/host_tier.h"
+#include "tiers/nvme_tier.h"
+#include "tiers/tier_manager.h"
+
+namespace kvtier::internal {
+
+// One tier's policies. Guarded by TierManagerState::mu_.
+struct TierPolicies {
+  TierPolicyOptions options;
+  std::unique_ptr<EvictionPolicy> eviction;
+  std::unique_ptr<AdmissionPolicy> admission;
+  LeafTracker leaves;
+  bool draining = false;  // went above the high watermark; evicting down to the low one
+};
+
+struct Counters {
+  std::atomic<uint64_t> puts_committed{0}, puts_already_present{0}, puts_refused_full{0};
+  std::atomic<uint64_t> gets_t1{0}, gets_promoted{0}, gets_missing{0}, promotion_failures{0};
+  std::atomic<uint64_t> t1_evictions{0}, t1_clean_evictions{0}, demotions{0};
+  std::atomic<uint64_t> demotion_failures{0}, demotions_rejected{0}, t1_dropped{0};
+  std::atomic<uint64_t> t2_evictions{0}, integrity_drops{0}, recovered_blocks{0};
+};
+
+class TierManagerState {
+ public:
+  TierManagerState(const TierManagerOptions& options, BlockIndex& index, HostTier& t1);
+  // Builds the policies; `t2_slots` is T2's capacity in slots (0 without T2).
+  absl::Status Init(uint64_t t2_slots);
+  // Warm restart: a block T2 recovered (T2's Open visitor). Before AttachT2.
+  void AdoptRecovered(const BlockRecord& record, SlotId slot);
+  // T2 is open: frees the slots of duplicate recovered records. Null: no T2.
+  void AttachT2(NvmeTier* t2);
+
+  // TierManager's operations; contracts in tier_manager.h.
+  absl::StatusOr<SlotId> AllocateForPut();
+  absl::StatusOr<CommitOutcome> Commit(const PutCommit& put, SlotId slot);
+  void Get(const BlockKey& key, GetDone done);
+  absl::Status Release(const BlockKey& key);
+  absl::Status Drop(const BlockKey& key);
+  TierManagerStats Stats() const;
+
+  // The evictor thread: does one unit of work (a T2 victim, a T1 victim, deferred frees); false
+  // when there was nothing it could do now.
+  bool EvictStep();
+  // Waits until kicked, stopped, or `timeout_ms` passed. Marks the evictor idle meanwhile.
+  void WaitForWork(int timeout_ms);
+  void Stop();
+  bool stopped() const { return stop_.load(std::memory_order_acquire); }
+  // Waits until the evictor is idle and nothing is in flight (see TierManager::Quiesce).
+  void Quiesce();
+  // Waits until nothing is in flight, then frees deferred T2 slots (shutdown, evictor stopped).
+  void Drain();
+
+ private:
+  // Residency bookkeeping (mu_ held).
+  void EnsureId(BlockId id);
+  void AddResident(Tier tier, BlockId id, uint64_t ghost_key, BlockId parent);
+  void RemoveResident(Tier tier, BlockId id, bool chosen_by_policy);
+  TierPolicies& Policies(Tier tier) { return policies_[tier == Tier::kT1 ? 0 : 1]; }
+  // The policy's next victim that is not leased; with `only_without_io`, one that can leave
+  // without a write (already in T2).
+  std::optional<BlockId> PickVictim(Tier tier, bool only_without_io);
+  // Takes `key`'s copy out of T1 after it was chosen: frees the slot, erases the block if it has
+  // no copy left, or puts it back in T1's policy when a lease pinned it meanwhile. True if it left.
+  bool LeaveT1Locked(const BlockInfo& info, bool count_as_dropped);
+  void EraseIfUnusedLocked(const BlockKey& key);
+  void KickIfAboveHigh(Tier tier);
+  // A free T1 slot, making room at once if a block can leave without I/O; else ResourceExhausted
+  // with the evictor woken.
+  absl::StatusOr<SlotId> AllocateT1();
+  void Kick();
+
+  // Promotion (tier_manager_state.cc).
+  void StartPromotion(const BlockInfo& info, GetDone done);
+  void IssuePromotionRead(const BlockKey& key, SlotId t2_slot, SlotId t1_slot);
+  // Evictor: starts promotions that waited for a T1 slot, as slots free; false if none started.
+  bool StartWaitingPromotions();
+  // Evictor: T1 cannot make room (every block leased); the waiting promotions fail.
+  void FailWaitingPromotions();
+  void FailPromotion(const BlockKey& key, const absl::Status& status);
+  void OnPromoted(const BlockKey& key, SlotId t1_slot, absl::Status status);
+  void FailWaiters(const BlockKey& key, std::vector<GetDone> waiters, const absl::Status& status);
+
+  // Eviction and demotion (tier_manager_evict.cc).
+  bool EvictT1Once();
+  bool EvictT2Once();
+  bool OverWatermark(Tier tier);
+  void StartDemotion(const BlockInfo& info);
+  absl::StatusOr<SlotId> AllocateT2();
+  void OnDemoted(const BlockKey& key, SlotId t2_slot, const absl::Status& status);
+  void AbandonDemotion(const BlockKey& key, bool rejected);
+  bool FreeDeferredT2Slots();
+
+  struct Demotion {
+    SlotId t1_slot = kNoSlot;
+    bool dropped = false;  // Drop removed the block meanwhile: free both slots at completion
+    uint64_t expected_checksum = 0;  // as given at commit; 0 = none
+    uint64_t namespace_id = 0;
+  };
+  struct Promotion {
+    uint32_t payload_bytes = 0;
+    SlotId t2_slot = kNoSlot;
+    std::vector<GetDone> waiters;  // each holds a lease on the block
+  };
+
+  const TierManagerOptions& options_;
+  BlockIndex& index_;
+  HostTier& t1_;
+  NvmeTier* t2_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // evictor work, idleness and completions; with mu_
+  std::array<TierPolicies, 2> policies_;                  // [T1, T2]
+  std::vector<uint8_t> resident_;                          // [id] bit 1: T1 policy, bit 2: T2
+  std::vector<uint64_t> checksum_;                         // [id] as given at commit; 0 = none
+  std::vector<uint64_t> namespace_;                        // [id] namespace id for T2's record
+  absl::flat_hash_map<BlockKey, Demotion> demotions_;      // T1 -> T2 writes in flight
+  absl::flat_hash_map<BlockKey, Promotion> promotions_;    // T2 -> T1 reads in flight or waiting
+  std::deque<BlockKey> waiting_for_t1_;  // promotions waiting for a free T1 slot, oldest first
+  std::vector<SlotId> deferred_t2_frees_;  // freed by the evictor (a RocksDB delete each)
+  bool work_pending_ = false;
+  bool evictor_idle_ = false;
+  std::atomic<bool> stop_{false};
+  Counters counters_;
+};
+
+}  // namespace kvtier::internal
