@@ -1,0 +1,232 @@
+#include "daemon/service.h"
+
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "common/log.h"
+#include "daemon/lookup_recorder.h"
+
+namespace kvtier {
+namespace {
+
+using KeyBuffer = absl::InlinedVector<BlockKey, 64>;
+
+BlockStatus StatusOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return BlockStatus::kOk;
+    case absl::StatusCode::kNotFound:
+      return BlockStatus::kNotFound;
+    case absl::StatusCode::kDataLoss:
+      return BlockStatus::kCorrupt;
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnavailable:
+      return BlockStatus::kRetry;
+    case absl::StatusCode::kFailedPrecondition:
+      return BlockStatus::kBusy;
+    default:
+      return BlockStatus::kError;
+  }
+}
+
+// State of one Get batch: results fill in as blocks complete; the last one calls done.
+struct GetBatch {
+  std::vector<GetResult> results;
+  std::atomic<size_t> remaining{0};
+  GetBatchDone done;
+};
+
+}  // namespace
+
+Session::~Session() { service_.Close(*this); }
+
+size_t Session::leases_held() const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& [key, count] : leases_) n += count;
+  return n;
+}
+
+size_t Session::puts_pending() const {
+  std::lock_guard lock(mu_);
+  return pending_puts_.size();
+}
+
+Service::Service(TierManager& tiers, const KeyScope& scope, LookupRecorder* recorder)
+    : tiers_(tiers), scope_(scope), recorder_(recorder) {}
+
+Service::~Service() = default;
+
+absl::StatusOr<std::shared_ptr<Session>> Service::Open(const Namespace& ns) {
+  KVTIER_RETURN_IF_ERROR(ns.Validate());
+  const uint64_t id = next_session_id_.fetch_add(1, std::memory_order_relaxed);
+  sessions_.fetch_add(1, std::memory_order_relaxed);
+  return std::shared_ptr<Session>(new Session(*this, ns, NamespaceRoot(ns), id));
+}
+
+void Service::Close(Session& session) {
+  {
+    std::lock_guard lock(session.mu_);
+    if (session.closed_) return;
+    session.closed_ = true;
+  }
+  ReleaseAll(session);
+  sessions_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Service::ReleaseAll(Session& session) {
+  absl::flat_hash_map<BlockKey, uint32_t> leases;
+  absl::flat_hash_map<BlockKey, SlotId> puts;
+  {
+    std::lock_guard lock(session.mu_);
+    leases.swap(session.leases_);
+    puts.swap(session.pending_puts_);
+  }
+  for (const auto& [key, count] : leases) {
+    for (uint32_t i = 0; i < count; ++i) (void)tiers_.Release(key);
+    leases_.fetch_sub(count, std::memory_order_relaxed);
+  }
+  for (const auto& [key, slot] : puts) tiers_.AbortPut(slot);
+}
+
+size_t Service::Lookup(Session& session, absl::Span<const BlockKey> keys,
+                       absl::Span<TierMask> tiers) {
+  KeyBuffer scoped(keys.size());
+  scope_.ScopeAll(session.root_, keys, absl::MakeSpan(scoped));
+  if (recorder_ != nullptr) recorder_->Record(session.ns_.block_tokens, scoped);
+  return tiers_.index().LookupPrefix(scoped, tiers);
+}
+
+GetResult Service::SettleGet(Session& session, const BlockKey& key,
+                             absl::StatusOr<LeasedBlock> got) {
+  if (!got.ok()) return GetResult{StatusOf(got.status()), kNoSlot, 0};
+  {
+    std::lock_guard lock(session.mu_);
+    if (!session.closed_) {
+      ++session.leases_[key];
+      leases_.fetch_add(1, std::memory_order_relaxed);
+      return GetResult{BlockStatus::kOk, got->slot, got->payload_bytes};
+    }
+  }
+  (void)tiers_.Release(key);  // the client went away while this block was on its way
+  return GetResult{BlockStatus::kInvalid, kNoSlot, 0};
+}
+
+void Service::Get(const std::shared_ptr<Session>& session, absl::Span<const BlockKey> keys,
+                  GetBatchDone done) {
+  auto batch = std::make_shared<GetBatch>();
+  batch->results.resize(keys.size());
+  batch->remaining.store(keys.size() + 1, std::memory_order_relaxed);  // +1: this call's own
+  batch->done = std::move(done);
+  auto finish_one = [batch] {
+    if (batch->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      batch->done(std::move(batch->results));
+    }
+  };
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const BlockKey key = scope_.Scope(session->root_, keys[i]);
+    tiers_.Get(key, [this, session, batch, finish_one, key, i](absl::StatusOr<LeasedBlock> got) {
+      batch->results[i] = SettleGet(*session, key, std::move(got));
+      finish_one();
+    });
+  }
+  finish_one();
+}
+
+std::vector<BlockStatus> Service::Release(Session& session, absl::Span<const BlockKey> keys) {
+  std::vector<BlockStatus> out(keys.size(), BlockStatus::kInvalid);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const BlockKey key = scope_.Scope(session.root_, keys[i]);
+    {
+      std::lock_guard lock(session.mu_);
+      auto it = session.leases_.find(key);
+      if (session.closed_ || it == session.leases_.end()) continue;
+      if (--it->second == 0) session.leases_.erase(it);
+    }
+    leases_.fetch_sub(1, std::memory_order_relaxed);
+    out[i] = StatusOf(tiers_.Release(key));
+  }
+  return out;
+}
+
+std::vector<PutBeginResult> Service::PutBegin(Session& session, absl::Span<const BlockKey> keys) {
+  std::vector<PutBeginResult> out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const BlockKey key = scope_.Scope(session.root_, keys[i]);
+    std::optional<BlockInfo> info = tiers_.index().Find(key);
+    if (info && info->tiers != 0) {
+      out[i].status = BlockStatus::kAlreadyPresent;
+      continue;
+    }
+    std::lock_guard lock(session.mu_);
+    if (session.closed_ || session.pending_puts_.contains(key)) {
+      out[i].status = BlockStatus::kInvalid;
+      continue;
+    }
+    absl::StatusOr<SlotId> slot = tiers_.AllocateForPut();
+    out[i].status = StatusOf(slot.status());
+    if (!slot.ok()) continue;
+    session.pending_puts_[key] = *slot;
+    out[i].slot = *slot;
+  }
+  return out;
+}
+
+std::vector<BlockStatus> Service::PutCommit(Session& session, const BlockKey* parent,
+                                            absl::Span<const PutItem> items) {
+  std::vector<BlockStatus> out(items.size(), BlockStatus::kInvalid);
+  std::optional<BlockKey> prev;
+  if (parent != nullptr) prev = scope_.Scope(session.root_, *parent);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BlockKey key = scope_.Scope(session.root_, items[i].key);
+    const BlockKey* parent_key = prev ? &*prev : nullptr;
+    prev = key;
+    SlotId slot;
+    {
+      std::lock_guard lock(session.mu_);
+      auto it = session.pending_puts_.find(key);
+      if (session.closed_ || it == session.pending_puts_.end()) continue;
+      slot = it->second;
+      session.pending_puts_.erase(it);
+    }
+    const kvtier::PutCommit put{key, session.namespace_id(), items[i].payload_bytes, items[i].checksum,
+                        parent_key};
+    absl::StatusOr<CommitOutcome> outcome = tiers_.CommitPut(put, slot);
+    if (!outcome.ok()) {
+      tiers_.AbortPut(slot);  // a bad size: the put is over, its slot goes back
+      out[i] = outcome.status().code() == absl::StatusCode::kInvalidArgument ? BlockStatus::kInvalid
+                                                                             : BlockStatus::kError;
+      continue;
+    }
+    out[i] = *outcome == CommitOutcome::kStored ? BlockStatus::kOk : BlockStatus::kAlreadyPresent;
+  }
+  return out;
+}
+
+std::vector<BlockStatus> Service::PutAbort(Session& session, absl::Span<const BlockKey> keys) {
+  std::vector<BlockStatus> out(keys.size(), BlockStatus::kInvalid);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const BlockKey key = scope_.Scope(session.root_, keys[i]);
+    SlotId slot;
+    {
+      std::lock_guard lock(session.mu_);
+      auto it = session.pending_puts_.find(key);
+      if (it == session.pending_puts_.end()) continue;
+      slot = it->second;
+      session.pending_puts_.erase(it);
+    }
+    tiers_.AbortPut(slot);
+    out[i] = BlockStatus::kOk;
+  }
+  return out;
+}
+
+std::vector<BlockStatus> Service::Drop(Session& session, absl::Span<const BlockKey> keys) {
+  std::vector<BlockStatus> out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out[i] = StatusOf(tiers_.Drop(scope_.Scope(session.root_, keys[i])));
+  }
+  return out;
+}
+
+}  // namespace kvtier

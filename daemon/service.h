@@ -1,0 +1,145 @@
+// Service: the daemon's operations, independent of the wire (DESIGN.md "Data flow"). The server
+// decodes a client's requests and calls these; they scope keys by the client's namespace
+// (key_scope.h), drive the tier manager, and keep each session's leases and uncommitted puts so
+// that a client that goes away, however it goes, loses them and nobody else notices.
+//
+// Keys in and out of every method are the client's keys; daemon keys never leave this layer.
+//
+// Thread-safety: every method may be called from any thread, also for one session at once. Get's
+// `done` runs on the caller's thread when every block was already in T1, else on a T2 completion
+// thread; it must not block.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
+#include "daemon/key_scope.h"
+#include "index/namespace.h"
+#include "tiers/tier_manager.h"
+
+namespace kvtier {
+
+class LookupRecorder;
+
+// One block's outcome, as the protocol reports it.
+enum class BlockStatus : uint8_t {
+  kOk = 0,
+  kAlreadyPresent = 1,  // put_begin/put_commit: stored by someone already; nothing to do
+  kRetry = 2,           // no room right now (T1 full of leased blocks); try again later
+  kNotFound = 3,        // get/drop/release: not cached (any more)
+  kCorrupt = 4,         // get: its only copy failed its checksum and is gone (counted)
+  kBusy = 5,            // drop: leased by someone
+  kInvalid = 6,         // the client broke the protocol for this block (see each method)
+  kError = 7,           // the daemon failed (an I/O error, logged)
+};
+
+struct GetResult {
+  BlockStatus status = BlockStatus::kError;
+  SlotId slot = kNoSlot;  // kOk: the T1 slot holding the payload, leased to this session
+  uint32_t payload_bytes = 0;
+};
+using GetBatchDone = std::function<void(std::vector<GetResult>)>;
+
+struct PutBeginResult {
+  BlockStatus status = BlockStatus::kError;  // kOk, kAlreadyPresent, kRetry or kInvalid
+  SlotId slot = kNoSlot;                     // kOk: the T1 slot to fill, this session's
+};
+
+struct PutItem {
+  BlockKey key;
+  uint32_t payload_bytes = 0;
+  uint64_t checksum = 0;  // XXH3-64 of the payload; 0 = not given
+};
+
+// One client connection's state. Created by Service::Open; Service::Close (or the destructor)
+// gives back everything it holds.
+class Session {
+ public:
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  uint64_t id() const { return id_; }
+  const Namespace& ns() const { return ns_; }
+  uint64_t namespace_id() const { return root_.lo; }
+  size_t leases_held() const;
+  size_t puts_pending() const;
+
+ private:
+  friend class Service;
+  Session(class Service& service, const Namespace& ns, const BlockKey& root, uint64_t id)
+      : service_(service), ns_(ns), root_(root), id_(id) {}
+
+  class Service& service_;
+  const Namespace ns_;
+  const BlockKey root_;
+  const uint64_t id_;
+  mutable std::mutex mu_;
+  bool closed_ = false;                                 // guarded by mu_
+  absl::flat_hash_map<BlockKey, uint32_t> leases_;      // daemon key -> leases held; by mu_
+  absl::flat_hash_map<BlockKey, SlotId> pending_puts_;  // daemon key -> T1 slot; by mu_
+};
+
+class Service {
+ public:
+  // `recorder` (may be null) gets every lookup (kvtierd --record). Both must outlive the service.
+  Service(TierManager& tiers, const KeyScope& scope, LookupRecorder* recorder);
+  ~Service();
+
+  // A session for a client that declared `ns`. InvalidArgument naming the field for a bad one.
+  absl::StatusOr<std::shared_ptr<Session>> Open(const Namespace& ns);
+  // Releases the session's leases and aborts its uncommitted puts; later calls on it are refused
+  // (kInvalid). Idempotent. Gets still in flight release their leases when they complete.
+  void Close(Session& session);
+
+  // Longest cached prefix of `keys` (DESIGN.md "Lookup"): returns n, and tiers[i] for i < n.
+  // Takes no lease. Precondition: tiers.size() >= keys.size().
+  size_t Lookup(Session& session, absl::Span<const BlockKey> keys, absl::Span<TierMask> tiers);
+  // Leases each of `keys` and makes sure it is in T1 (promoting from T2 as needed), then calls
+  // `done` once with one result per key: kOk (slot leased until Release), kNotFound, kCorrupt,
+  // kRetry or kError.
+  void Get(const std::shared_ptr<Session>& session, absl::Span<const BlockKey> keys,
+           GetBatchDone done);
+  // Gives back one lease per key. kInvalid for a key this session holds no lease on.
+  std::vector<BlockStatus> Release(Session& session, absl::Span<const BlockKey> keys);
+
+  // Phase one of a store: a T1 slot per key for the client to fill (kOk), or kAlreadyPresent
+  // (cached: skip it), kRetry (T1 full; nothing was reserved for that key), kInvalid (this session
+  // already has a put of that key open).
+  std::vector<PutBeginResult> PutBegin(Session& session, absl::Span<const BlockKey> keys);
+  // Phase two: publishes each item's slot. `parent` is the client key of the block before
+  // items[0] (null if items[0] starts a sequence); items[i-1] is items[i]'s parent. Per item: kOk,
+  // kAlreadyPresent (slot freed), or kInvalid (no open put of that key, payload too large).
+  std::vector<BlockStatus> PutCommit(Session& session, const BlockKey* parent,
+                                     absl::Span<const PutItem> items);
+  // Gives back slots of open puts that will not be committed. kInvalid for a key with no open put.
+  std::vector<BlockStatus> PutAbort(Session& session, absl::Span<const BlockKey> keys);
+
+  // Removes blocks from every tier: kOk, kNotFound, or kBusy (leased).
+  std::vector<BlockStatus> Drop(Session& session, absl::Span<const BlockKey> keys);
+
+  size_t sessions() const { return sessions_.load(std::memory_order_relaxed); }
+  uint64_t leases_held() const { return leases_.load(std::memory_order_relaxed); }
+  TierManager& tiers() const { return tiers_; }
+
+ private:
+  friend class Session;
+  void ReleaseAll(Session& session);
+  // Records the outcome of one block of a Get for `session` (a lease, unless the session closed).
+  GetResult SettleGet(Session& session, const BlockKey& key, absl::StatusOr<LeasedBlock> got);
+
+  TierManager& tiers_;
+  const KeyScope& scope_;
+  LookupRecorder* const recorder_;
+  std::atomic<uint64_t> next_session_id_{1};
+  std::atomic<size_t> sessions_{0};
+  std::atomic<uint64_t> leases_{0};
+};
+
+}  // namespace kvtier

@@ -1,0 +1,201 @@
+// The daemon's operations over a real tier manager: namespace isolation, store-once, two-phase
+// puts, sessions that close with leases and puts open, the key-scope secret, and lookup recording
+// that `kvtier replay` reads back.
+#include "daemon/service.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <future>
+
+#include "daemon/lookup_recorder.h"
+#include "tests/tiers/tier_manager_test_util.h"
+#include "tools/replay/trace_reader.h"
+
+namespace kvtier {
+namespace {
+
+using testing::ManagerOptions;
+using testing::TempDir;
+
+Namespace Ns(const std::string& model, const std::string& salt = "") {
+  Namespace ns;
+  ns.model_id = model;
+  ns.cache_salt = salt;
+  return ns;
+}
+
+BlockKey K(uint64_t i) { return testing::KeyOf(i); }
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = TierManager::Create(ManagerOptions(16, "", 0));
+    ASSERT_TRUE(m.ok()) << m.status();
+    tiers_ = std::move(*m);
+    scope_ = std::make_unique<KeyScope>(*KeyScope::Load(""));
+    service_ = std::make_unique<Service>(*tiers_, *scope_, nullptr);
+  }
+
+  std::shared_ptr<Session> Open(const Namespace& ns) {
+    auto s = service_->Open(ns);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return *s;
+  }
+
+  // Puts keys [0, n) of `s`, payload i's first byte = i. Returns the per-key commit outcome.
+  std::vector<BlockStatus> PutN(Session& s, uint64_t first, uint64_t n) {
+    std::vector<BlockKey> keys;
+    for (uint64_t i = first; i < first + n; ++i) keys.push_back(K(i));
+    std::vector<PutBeginResult> begun = service_->PutBegin(s, keys);
+    std::vector<PutItem> items;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (begun[i].status != BlockStatus::kOk) continue;
+      auto* data = reinterpret_cast<uint8_t*>(tiers_->t1().SlotData(begun[i].slot));
+      data[0] = static_cast<uint8_t>(first + i);
+      items.push_back(PutItem{keys[i], 4096, 0});
+    }
+    return service_->PutCommit(s, nullptr, items);
+  }
+
+  std::vector<GetResult> GetSync(const std::shared_ptr<Session>& s, std::vector<BlockKey> keys) {
+    std::promise<std::vector<GetResult>> p;
+    service_->Get(s, keys, [&p](std::vector<GetResult> r) { p.set_value(std::move(r)); });
+    return p.get_future().get();
+  }
+
+  size_t LookupN(Session& s, uint64_t n) {
+    std::vector<BlockKey> keys;
+    for (uint64_t i = 0; i < n; ++i) keys.push_back(K(i));
+    std::vector<TierMask> tiers(n);
+    return service_->Lookup(s, keys, absl::MakeSpan(tiers));
+  }
+
+  std::unique_ptr<TierManager> tiers_;
+  std::unique_ptr<KeyScope> scope_;
+  std::unique_ptr<Service> service_;
+};
+
+TEST_F(ServiceTest, NamespacesNeverSeeEachOthersBlocks) {
+  auto a = Open(Ns("model-a")), a2 = Open(Ns("model-a")), b = Open(Ns("model-a", "tenant-b"));
+  ASSERT_EQ(PutN(*a, 0, 4), std::vector<BlockStatus>(4, BlockStatus::kOk));
+  EXPECT_EQ(LookupN(*a2, 4), 4u);  // same namespace: shared
+  EXPECT_EQ(LookupN(*b, 4), 0u);   // same raw keys, other namespace: nothing to see
+  EXPECT_EQ(GetSync(b, {K(0)})[0].status, BlockStatus::kNotFound);
+  EXPECT_EQ(service_->Drop(*b, std::vector<BlockKey>{K(0)})[0], BlockStatus::kNotFound);
+  EXPECT_EQ(LookupN(*a, 4), 4u);  // b's drop did not touch a's block
+  // b stores the same raw keys: a separate copy, a's data unchanged.
+  ASSERT_EQ(PutN(*b, 0, 4), std::vector<BlockStatus>(4, BlockStatus::kOk));
+  EXPECT_EQ(tiers_->t1().Stats().used_slots, 8u);
+}
+
+TEST_F(ServiceTest, TwoClientsStoringOnePrefixStoreItOnce) {
+  auto a = Open(Ns("m")), a2 = Open(Ns("m"));
+  const std::vector<BlockKey> keys = {K(0), K(1)};
+  std::vector<PutBeginResult> first = service_->PutBegin(*a, keys);
+  std::vector<PutBeginResult> second = service_->PutBegin(*a2, keys);  // both in flight
+  ASSERT_EQ(first[0].status, BlockStatus::kOk);
+  ASSERT_EQ(second[0].status, BlockStatus::kOk);
+  const std::vector<PutItem> items = {{K(0), 100, 0}, {K(1), 100, 0}};
+  EXPECT_EQ(service_->PutCommit(*a, nullptr, items),
+            std::vector<BlockStatus>(2, BlockStatus::kOk));
+  EXPECT_EQ(service_->PutCommit(*a2, nullptr, items),
+            std::vector<BlockStatus>(2, BlockStatus::kAlreadyPresent));
+  EXPECT_EQ(tiers_->t1().Stats().used_slots, 2u);
+  EXPECT_EQ(service_->PutBegin(*a2, keys)[1].status, BlockStatus::kAlreadyPresent);
+}
+
+TEST_F(ServiceTest, AClosedSessionLeavesNoLeaseAndNoPartialBlock) {
+  auto a = Open(Ns("m")), b = Open(Ns("m"));
+  ASSERT_EQ(PutN(*a, 0, 2)[0], BlockStatus::kOk);
+  ASSERT_EQ(GetSync(b, {K(0), K(1)})[1].status, BlockStatus::kOk);
+  EXPECT_EQ(b->leases_held(), 2u);
+  EXPECT_EQ(service_->leases_held(), 2u);
+  ASSERT_EQ(service_->PutBegin(*b, std::vector<BlockKey>{K(7)})[0].status, BlockStatus::kOk);
+  const uint64_t used = tiers_->t1().Stats().used_slots;
+  service_->Close(*b);  // as when the client dies mid-get and mid-put
+  EXPECT_EQ(tiers_->t1().Stats().used_slots, used - 1);  // the open put's slot came back
+  EXPECT_EQ(tiers_->index().Find(scope_->Scope(NamespaceRoot(Ns("m")), K(0)))->leases, 0u);
+  EXPECT_EQ(service_->leases_held(), 0u);
+  EXPECT_EQ(LookupN(*a, 8), 2u);  // K(7) never became visible
+  EXPECT_EQ(GetSync(b, {K(0)})[0].status, BlockStatus::kInvalid);  // and b is closed for good
+  EXPECT_EQ(service_->sessions(), 1u);
+}
+
+TEST_F(ServiceTest, ProtocolMisuseIsRefusedPerBlock) {
+  auto a = Open(Ns("m"));
+  EXPECT_EQ(service_->Release(*a, std::vector<BlockKey>{K(0)})[0], BlockStatus::kInvalid);
+  EXPECT_EQ(service_->PutCommit(*a, nullptr, std::vector<PutItem>{{K(0), 10, 0}})[0],
+            BlockStatus::kInvalid);  // no put_begin
+  ASSERT_EQ(service_->PutBegin(*a, std::vector<BlockKey>{K(1)})[0].status, BlockStatus::kOk);
+  EXPECT_EQ(service_->PutBegin(*a, std::vector<BlockKey>{K(1)})[0].status,
+            BlockStatus::kInvalid);  // already open
+  EXPECT_EQ(service_->PutCommit(*a, nullptr, std::vector<PutItem>{{K(1), 1u << 30, 0}})[0],
+            BlockStatus::kInvalid);  // larger than a slot: the put is over
+  EXPECT_EQ(tiers_->t1().Stats().used_slots, 0u);
+  EXPECT_EQ(service_->PutAbort(*a, std::vector<BlockKey>{K(1)})[0], BlockStatus::kInvalid);
+  ASSERT_EQ(PutN(*a, 2, 1)[0], BlockStatus::kOk);
+  ASSERT_EQ(GetSync(a, {K(2)})[0].status, BlockStatus::kOk);
+  EXPECT_EQ(service_->Drop(*a, std::vector<BlockKey>{K(2)})[0], BlockStatus::kBusy);
+  EXPECT_EQ(service_->Release(*a, std::vector<BlockKey>{K(2)})[0], BlockStatus::kOk);
+  EXPECT_EQ(service_->Release(*a, std::vector<BlockKey>{K(2)})[0], BlockStatus::kInvalid);
+  EXPECT_EQ(service_->Drop(*a, std::vector<BlockKey>{K(2)})[0], BlockStatus::kOk);
+}
+
+TEST_F(ServiceTest, AFullT1AnswersRetryAndReservesNothing) {
+  auto a = Open(Ns("m"));
+  ASSERT_EQ(PutN(*a, 0, 16), std::vector<BlockStatus>(16, BlockStatus::kOk));
+  std::vector<BlockKey> keys;
+  for (uint64_t i = 0; i < 16; ++i) keys.push_back(K(i));
+  ASSERT_EQ(GetSync(a, keys)[15].status, BlockStatus::kOk);  // all leased: none can leave
+  EXPECT_EQ(service_->PutBegin(*a, std::vector<BlockKey>{K(100)})[0].status, BlockStatus::kRetry);
+  EXPECT_EQ(a->puts_pending(), 0u);
+}
+
+TEST(KeyScopeTest, TheSecretPersistsAndScopesDifferByNamespaceAndSecret) {
+  TempDir tmp;
+  const std::string path = tmp.path() + "/secret";
+  auto first = KeyScope::Load(path);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto again = KeyScope::Load(path);
+  ASSERT_TRUE(again.ok());
+  const BlockKey root_a = NamespaceRoot(Ns("a")), root_b = NamespaceRoot(Ns("b"));
+  EXPECT_EQ(first->Scope(root_a, K(1)), again->Scope(root_a, K(1)));
+  EXPECT_NE(first->Scope(root_a, K(1)), first->Scope(root_b, K(1)));
+  EXPECT_NE(first->Scope(root_a, K(1)), KeyScope::Load("")->Scope(root_a, K(1)));
+  std::ofstream(path, std::ios::trunc) << "short";
+  const absl::Status bad = KeyScope::Load(path).status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(bad.message().find(path), std::string::npos);
+}
+
+TEST(LookupRecorderTest, RecordedLookupsReplay) {
+  TempDir tmp;
+  const std::string path = tmp.path() + "/lookups.jsonl";
+  auto m = TierManager::Create(ManagerOptions(4, "", 0));
+  ASSERT_TRUE(m.ok());
+  KeyScope scope = *KeyScope::Load("");
+  auto recorder = LookupRecorder::Open(path);
+  ASSERT_TRUE(recorder.ok()) << recorder.status();
+  {
+    Service service(**m, scope, recorder->get());
+    auto s = *service.Open(Ns("m"));
+    std::vector<TierMask> tiers(3);
+    const std::vector<BlockKey> prefix = {K(0), K(1), K(2)};
+    service.Lookup(*s, prefix, absl::MakeSpan(tiers));
+    service.Lookup(*s, absl::MakeConstSpan(prefix).subspan(0, 2), absl::MakeSpan(tiers));
+  }
+  (*recorder)->Flush();
+  replay::TraceLoadOptions options;
+  options.block_tokens = 16;  // the namespace's; `kvtier replay --block-tokens 16`
+  auto trace = replay::LoadTrace(path, options);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->request_begin.size(), 3u);  // two requests
+  EXPECT_EQ(trace->refs.size(), 5u);
+  EXPECT_EQ(trace->hash_ids.size(), 3u);  // the second lookup named the same blocks
+  EXPECT_EQ((*recorder)->lines(), 2u);
+  EXPECT_EQ(LookupRecorder::Open("/nonexistent-dir/x").status().message().find("--record"), 0u);
+}
+
+}  // namespace
+}  // namespace kvtier
