@@ -1,12 +1,12 @@
 #include "daemon/key_scope.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/random.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <cstring>
-#include <fmt/format.h>
 
 #include "common/errno_text.h"
 
@@ -40,15 +40,17 @@ absl::Status CreateSecret(const std::string& path, KeyScope::Secret* secret) {
   KVTIER_RETURN_IF_ERROR(RandomSecret(secret));
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(fmt::format("{}: cannot create: {}", tmp, ErrnoText(errno)));
-  const bool ok = ::write(fd, secret->data(), secret->size()) ==
-                      static_cast<ssize_t>(secret->size()) &&
-                  ::fsync(fd) == 0;
+  if (fd < 0)
+    return absl::InternalError(fmt::format("{}: cannot create: {}", tmp, ErrnoText(errno)));
+  const bool ok =
+      ::write(fd, secret->data(), secret->size()) == static_cast<ssize_t>(secret->size()) &&
+      ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
-    return absl::InternalError(fmt::format("{}: cannot write: {}", path, ErrnoText(ok ? errno : err)));
+    return absl::InternalError(
+        fmt::format("{}: cannot write: {}", path, ErrnoText(ok ? errno : err)));
   }
   return absl::OkStatus();
 }
@@ -66,7 +68,8 @@ absl::StatusOr<KeyScope> KeyScope::Load(const std::string& path) {
     KVTIER_RETURN_IF_ERROR(CreateSecret(path, &secret));
     return KeyScope(secret);
   }
-  if (fd < 0) return absl::InternalError(fmt::format("{}: cannot open: {}", path, ErrnoText(errno)));
+  if (fd < 0)
+    return absl::InternalError(fmt::format("{}: cannot open: {}", path, ErrnoText(errno)));
   const absl::Status read = ReadSecret(fd, path, &secret);
   ::close(fd);
   KVTIER_RETURN_IF_ERROR(read);
@@ -79,7 +82,8 @@ BlockKey KeyScope::Scope(const BlockKey& root, const BlockKey& client_key) const
   const std::array<uint8_t, 16> root_bytes = root.Bytes();
   std::memcpy(input, key_bytes.data(), 16);
   std::memcpy(input + 16, root_bytes.data(), 16);
-  const XXH128_hash_t h = XXH3_128bits_withSecret(input, sizeof(input), secret_.data(), secret_.size());
+  const XXH128_hash_t h =
+      XXH3_128bits_withSecret(input, sizeof(input), secret_.data(), secret_.size());
   return BlockKey{h.low64, h.high64};
 }
 

@@ -6,10 +6,10 @@
 //    "output_length": 0, "hash_ids": [<id>, ...]}
 //
 // Replay it with `--block-tokens` set to the namespaces' block_tokens (16 by default; the Mooncake
-// format's own default is 512). An id is the top 53 bits of the daemon key's low half (exact in any JSON reader's doubles), so
-// equal blocks get equal ids across namespaces and clients, and different blocks collide with
-// probability ~n^2 / 2^54. Daemon keys are scoped and secret-keyed (key_scope.h): the trace names
-// no tokens and cannot be turned back into keys a client could send.
+// format's own default is 512). An id is the top 53 bits of the daemon key's low half (exact in any
+// JSON reader's doubles), so equal blocks get equal ids across namespaces and clients, and
+// different blocks collide with probability ~n^2 / 2^54. Daemon keys are scoped and secret-keyed
+// (key_scope.h): the trace names no tokens and cannot be turned back into keys a client could send.
 //
 // Thread-safety: every method may be called from any thread; lines never interleave.
 #pragma once
@@ -49,7 +49,7 @@ class LookupRecorder {
   const std::string path_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   mutable std::mutex mu_;
-  std::FILE* file_;    // guarded by mu_
+  std::FILE* file_;     // guarded by mu_
   uint64_t lines_ = 0;  // guarded by mu_
   std::string line_;    // scratch, guarded by mu_
 };

@@ -1,5 +1,7 @@
 #include "daemon/service.h"
 
+#include <xxhash.h>
+
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -76,7 +78,7 @@ void Service::Close(Session& session) {
 
 void Service::ReleaseAll(Session& session) {
   absl::flat_hash_map<BlockKey, uint32_t> leases;
-  absl::flat_hash_map<BlockKey, SlotId> puts;
+  absl::flat_hash_map<BlockKey, Session::OpenPut> puts;
   {
     std::lock_guard lock(session.mu_);
     leases.swap(session.leases_);
@@ -86,7 +88,7 @@ void Service::ReleaseAll(Session& session) {
     for (uint32_t i = 0; i < count; ++i) (void)tiers_.Release(key);
     leases_.fetch_sub(count, std::memory_order_relaxed);
   }
-  for (const auto& [key, slot] : puts) tiers_.AbortPut(slot);
+  for (const auto& [key, put] : puts) tiers_.AbortPut(put.slot);
 }
 
 size_t Service::Lookup(Session& session, absl::Span<const BlockKey> keys,
@@ -149,58 +151,64 @@ std::vector<BlockStatus> Service::Release(Session& session, absl::Span<const Blo
   return out;
 }
 
-std::vector<PutBeginResult> Service::PutBegin(Session& session, absl::Span<const BlockKey> keys) {
-  std::vector<PutBeginResult> out(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const BlockKey key = scope_.Scope(session.root_, keys[i]);
-    std::optional<BlockInfo> info = tiers_.index().Find(key);
-    if (info && info->tiers != 0) {
-      out[i].status = BlockStatus::kAlreadyPresent;
-      continue;
-    }
-    std::lock_guard lock(session.mu_);
-    if (session.closed_ || session.pending_puts_.contains(key)) {
-      out[i].status = BlockStatus::kInvalid;
-      continue;
-    }
-    absl::StatusOr<SlotId> slot = tiers_.AllocateForPut();
-    out[i].status = StatusOf(slot.status());
-    if (!slot.ok()) continue;
-    session.pending_puts_[key] = *slot;
-    out[i].slot = *slot;
+std::vector<PutBeginResult> Service::PutBegin(Session& session,
+                                              absl::Span<const PutBeginItem> items) {
+  std::vector<PutBeginResult> out(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    out[i].status = BeginOne(session, items[i], &out[i].slot);
   }
   return out;
 }
 
-std::vector<BlockStatus> Service::PutCommit(Session& session, const BlockKey* parent,
-                                            absl::Span<const PutItem> items) {
-  std::vector<BlockStatus> out(items.size(), BlockStatus::kInvalid);
-  std::optional<BlockKey> prev;
-  if (parent != nullptr) prev = scope_.Scope(session.root_, *parent);
-  for (size_t i = 0; i < items.size(); ++i) {
-    const BlockKey key = scope_.Scope(session.root_, items[i].key);
-    const BlockKey* parent_key = prev ? &*prev : nullptr;
-    prev = key;
-    SlotId slot;
-    {
-      std::lock_guard lock(session.mu_);
-      auto it = session.pending_puts_.find(key);
-      if (session.closed_ || it == session.pending_puts_.end()) continue;
-      slot = it->second;
-      session.pending_puts_.erase(it);
-    }
-    const kvtier::PutCommit put{key, session.namespace_id(), items[i].payload_bytes, items[i].checksum,
-                        parent_key};
-    absl::StatusOr<CommitOutcome> outcome = tiers_.CommitPut(put, slot);
-    if (!outcome.ok()) {
-      tiers_.AbortPut(slot);  // a bad size: the put is over, its slot goes back
-      out[i] = outcome.status().code() == absl::StatusCode::kInvalidArgument ? BlockStatus::kInvalid
-                                                                             : BlockStatus::kError;
-      continue;
-    }
-    out[i] = *outcome == CommitOutcome::kStored ? BlockStatus::kOk : BlockStatus::kAlreadyPresent;
+BlockStatus Service::BeginOne(Session& session, const PutBeginItem& item, SlotId* slot_out) {
+  if (item.payload_bytes == 0 || item.payload_bytes > tiers_.t1().slot_bytes()) {
+    return BlockStatus::kInvalid;
   }
+  const BlockKey key = scope_.Scope(session.root_, item.key);
+  std::optional<BlockInfo> info = tiers_.index().Find(key);
+  if (info && info->tiers != 0) return BlockStatus::kAlreadyPresent;
+  std::lock_guard lock(session.mu_);
+  if (session.closed_ || session.pending_puts_.contains(key)) return BlockStatus::kInvalid;
+  absl::StatusOr<SlotId> slot = tiers_.AllocateForPut();
+  if (!slot.ok()) return StatusOf(slot.status());
+  std::optional<BlockKey> parent;
+  if (item.parent) parent = scope_.Scope(session.root_, *item.parent);
+  session.pending_puts_[key] = Session::OpenPut{*slot, item.payload_bytes, parent};
+  *slot_out = *slot;
+  return BlockStatus::kOk;
+}
+
+std::vector<BlockStatus> Service::PutCommit(Session& session,
+                                            absl::Span<const PutCommitItem> items) {
+  std::vector<BlockStatus> out(items.size());
+  for (size_t i = 0; i < items.size(); ++i) out[i] = CommitOne(session, items[i]);
   return out;
+}
+
+BlockStatus Service::CommitOne(Session& session, const PutCommitItem& item) {
+  const BlockKey key = scope_.Scope(session.root_, item.key);
+  Session::OpenPut put;
+  {
+    std::lock_guard lock(session.mu_);
+    auto it = session.pending_puts_.find(key);
+    if (session.closed_ || it == session.pending_puts_.end()) return BlockStatus::kInvalid;
+    put = it->second;
+    session.pending_puts_.erase(it);
+  }
+  // The client wrote the slot through its own mapping; what is published must be what it meant.
+  if (item.checksum != 0 &&
+      XXH3_64bits(tiers_.t1().SlotData(put.slot), put.payload_bytes) != item.checksum) {
+    tiers_.AbortPut(put.slot);
+    return BlockStatus::kBadChecksum;
+  }
+  const kvtier::PutCommit commit{key, session.namespace_id(), put.payload_bytes, item.checksum,
+                                 put.parent ? &*put.parent : nullptr};
+  absl::StatusOr<CommitOutcome> outcome = tiers_.CommitPut(commit, put.slot);
+  if (!outcome.ok()) {
+    tiers_.AbortPut(put.slot);
+    return BlockStatus::kError;
+  }
+  return *outcome == CommitOutcome::kStored ? BlockStatus::kOk : BlockStatus::kAlreadyPresent;
 }
 
 std::vector<BlockStatus> Service::PutAbort(Session& session, absl::Span<const BlockKey> keys) {
@@ -212,7 +220,7 @@ std::vector<BlockStatus> Service::PutAbort(Session& session, absl::Span<const Bl
       std::lock_guard lock(session.mu_);
       auto it = session.pending_puts_.find(key);
       if (it == session.pending_puts_.end()) continue;
-      slot = it->second;
+      slot = it->second.slot;
       session.pending_puts_.erase(it);
     }
     tiers_.AbortPut(slot);

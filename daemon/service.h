@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -37,6 +38,7 @@ enum class BlockStatus : uint8_t {
   kBusy = 5,            // drop: leased by someone
   kInvalid = 6,         // the client broke the protocol for this block (see each method)
   kError = 7,           // the daemon failed (an I/O error, logged)
+  kBadChecksum = 8,     // put_commit: the slot's payload does not match the checksum; discarded
 };
 
 struct GetResult {
@@ -51,10 +53,15 @@ struct PutBeginResult {
   SlotId slot = kNoSlot;                     // kOk: the T1 slot to fill, this session's
 };
 
-struct PutItem {
+struct PutBeginItem {
   BlockKey key;
-  uint32_t payload_bytes = 0;
-  uint64_t checksum = 0;  // XXH3-64 of the payload; 0 = not given
+  std::optional<BlockKey> parent;  // the block before it in its sequence; none for the first
+  uint32_t payload_bytes = 0;      // what the client will write, 1..slot_bytes
+};
+
+struct PutCommitItem {
+  BlockKey key;
+  uint64_t checksum = 0;  // XXH3-64 of the payload as written; 0 = not given (not verified)
 };
 
 // One client connection's state. Created by Service::Open; Service::Close (or the destructor)
@@ -81,9 +88,14 @@ class Session {
   const BlockKey root_;
   const uint64_t id_;
   mutable std::mutex mu_;
-  bool closed_ = false;                                 // guarded by mu_
-  absl::flat_hash_map<BlockKey, uint32_t> leases_;      // daemon key -> leases held; by mu_
-  absl::flat_hash_map<BlockKey, SlotId> pending_puts_;  // daemon key -> T1 slot; by mu_
+  struct OpenPut {
+    SlotId slot = kNoSlot;
+    uint32_t payload_bytes = 0;
+    std::optional<BlockKey> parent;  // daemon key
+  };
+  bool closed_ = false;                                  // guarded by mu_
+  absl::flat_hash_map<BlockKey, uint32_t> leases_;       // daemon key -> leases held; by mu_
+  absl::flat_hash_map<BlockKey, OpenPut> pending_puts_;  // daemon key -> its put; by mu_
 };
 
 class Service {
@@ -109,15 +121,14 @@ class Service {
   // Gives back one lease per key. kInvalid for a key this session holds no lease on.
   std::vector<BlockStatus> Release(Session& session, absl::Span<const BlockKey> keys);
 
-  // Phase one of a store: a T1 slot per key for the client to fill (kOk), or kAlreadyPresent
+  // Phase one of a store: a T1 slot per item for the client to fill (kOk), or kAlreadyPresent
   // (cached: skip it), kRetry (T1 full; nothing was reserved for that key), kInvalid (this session
-  // already has a put of that key open).
-  std::vector<PutBeginResult> PutBegin(Session& session, absl::Span<const BlockKey> keys);
-  // Phase two: publishes each item's slot. `parent` is the client key of the block before
-  // items[0] (null if items[0] starts a sequence); items[i-1] is items[i]'s parent. Per item: kOk,
-  // kAlreadyPresent (slot freed), or kInvalid (no open put of that key, payload too large).
-  std::vector<BlockStatus> PutCommit(Session& session, const BlockKey* parent,
-                                     absl::Span<const PutItem> items);
+  // already has a put of that key open, or a payload size of 0 or above a slot).
+  std::vector<PutBeginResult> PutBegin(Session& session, absl::Span<const PutBeginItem> items);
+  // Phase two: verifies each slot against its checksum (when given) and publishes it. Per item:
+  // kOk, kAlreadyPresent (slot freed), kBadChecksum (discarded, slot freed), or kInvalid (no open
+  // put of that key). A block is visible to lookups only from here on.
+  std::vector<BlockStatus> PutCommit(Session& session, absl::Span<const PutCommitItem> items);
   // Gives back slots of open puts that will not be committed. kInvalid for a key with no open put.
   std::vector<BlockStatus> PutAbort(Session& session, absl::Span<const BlockKey> keys);
 
@@ -133,6 +144,8 @@ class Service {
   void ReleaseAll(Session& session);
   // Records the outcome of one block of a Get for `session` (a lease, unless the session closed).
   GetResult SettleGet(Session& session, const BlockKey& key, absl::StatusOr<LeasedBlock> got);
+  BlockStatus BeginOne(Session& session, const PutBeginItem& item, SlotId* slot_out);
+  BlockStatus CommitOne(Session& session, const PutCommitItem& item);
 
   TierManager& tiers_;
   const KeyScope& scope_;

@@ -4,6 +4,7 @@
 #include "daemon/service.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <fstream>
 #include <future>
@@ -43,19 +44,30 @@ class ServiceTest : public ::testing::Test {
     return *s;
   }
 
-  // Puts keys [0, n) of `s`, payload i's first byte = i. Returns the per-key commit outcome.
+  // Puts keys [first, first + n) of `s` as one sequence, payload i = FillPayload(i), with
+  // checksums. Returns the per-key commit outcome.
   std::vector<BlockStatus> PutN(Session& s, uint64_t first, uint64_t n) {
-    std::vector<BlockKey> keys;
-    for (uint64_t i = first; i < first + n; ++i) keys.push_back(K(i));
-    std::vector<PutBeginResult> begun = service_->PutBegin(s, keys);
-    std::vector<PutItem> items;
-    for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<PutBeginItem> begin;
+    for (uint64_t i = first; i < first + n; ++i) {
+      std::optional<BlockKey> parent;
+      if (i > first) parent = K(i - 1);
+      begin.push_back(PutBeginItem{K(i), parent, 4096});
+    }
+    std::vector<PutBeginResult> begun = service_->PutBegin(s, begin);
+    std::vector<PutCommitItem> items;
+    for (size_t i = 0; i < begin.size(); ++i) {
       if (begun[i].status != BlockStatus::kOk) continue;
       auto* data = reinterpret_cast<uint8_t*>(tiers_->t1().SlotData(begun[i].slot));
-      data[0] = static_cast<uint8_t>(first + i);
-      items.push_back(PutItem{keys[i], 4096, 0});
+      testing::FillPayload(first + i, data, 4096);
+      items.push_back(PutCommitItem{begin[i].key, XXH3_64bits(data, 4096)});
     }
-    return service_->PutCommit(s, nullptr, items);
+    return service_->PutCommit(s, items);
+  }
+
+  std::vector<PutBeginResult> Begin(Session& s, std::vector<uint64_t> ids, uint32_t bytes = 100) {
+    std::vector<PutBeginItem> items;
+    for (uint64_t i : ids) items.push_back(PutBeginItem{K(i), std::nullopt, bytes});
+    return service_->PutBegin(s, items);
   }
 
   std::vector<GetResult> GetSync(const std::shared_ptr<Session>& s, std::vector<BlockKey> keys) {
@@ -91,18 +103,30 @@ TEST_F(ServiceTest, NamespacesNeverSeeEachOthersBlocks) {
 
 TEST_F(ServiceTest, TwoClientsStoringOnePrefixStoreItOnce) {
   auto a = Open(Ns("m")), a2 = Open(Ns("m"));
-  const std::vector<BlockKey> keys = {K(0), K(1)};
-  std::vector<PutBeginResult> first = service_->PutBegin(*a, keys);
-  std::vector<PutBeginResult> second = service_->PutBegin(*a2, keys);  // both in flight
+  std::vector<PutBeginResult> first = Begin(*a, {0, 1});
+  std::vector<PutBeginResult> second = Begin(*a2, {0, 1});  // both in flight
   ASSERT_EQ(first[0].status, BlockStatus::kOk);
   ASSERT_EQ(second[0].status, BlockStatus::kOk);
-  const std::vector<PutItem> items = {{K(0), 100, 0}, {K(1), 100, 0}};
-  EXPECT_EQ(service_->PutCommit(*a, nullptr, items),
-            std::vector<BlockStatus>(2, BlockStatus::kOk));
-  EXPECT_EQ(service_->PutCommit(*a2, nullptr, items),
+  const std::vector<PutCommitItem> items = {{K(0), 0}, {K(1), 0}};
+  EXPECT_EQ(service_->PutCommit(*a, items), std::vector<BlockStatus>(2, BlockStatus::kOk));
+  EXPECT_EQ(service_->PutCommit(*a2, items),
             std::vector<BlockStatus>(2, BlockStatus::kAlreadyPresent));
   EXPECT_EQ(tiers_->t1().Stats().used_slots, 2u);
-  EXPECT_EQ(service_->PutBegin(*a2, keys)[1].status, BlockStatus::kAlreadyPresent);
+  EXPECT_EQ(Begin(*a2, {0, 1})[1].status, BlockStatus::kAlreadyPresent);
+}
+
+TEST_F(ServiceTest, APayloadThatDoesNotMatchItsChecksumIsNeverPublished) {
+  auto a = Open(Ns("m"));
+  std::vector<PutBeginResult> begun = Begin(*a, {5}, 4096);
+  ASSERT_EQ(begun[0].status, BlockStatus::kOk);
+  auto* data = reinterpret_cast<uint8_t*>(tiers_->t1().SlotData(begun[0].slot));
+  testing::FillPayload(5, data, 4096);
+  const uint64_t sum = XXH3_64bits(data, 4096);
+  data[100] ^= 1;  // a torn or wrong copy
+  EXPECT_EQ(service_->PutCommit(*a, std::vector<PutCommitItem>{{K(5), sum}})[0],
+            BlockStatus::kBadChecksum);
+  EXPECT_EQ(LookupN(*a, 6), 0u);
+  EXPECT_EQ(tiers_->t1().Stats().used_slots, 0u);
 }
 
 TEST_F(ServiceTest, AClosedSessionLeavesNoLeaseAndNoPartialBlock) {
@@ -111,13 +135,13 @@ TEST_F(ServiceTest, AClosedSessionLeavesNoLeaseAndNoPartialBlock) {
   ASSERT_EQ(GetSync(b, {K(0), K(1)})[1].status, BlockStatus::kOk);
   EXPECT_EQ(b->leases_held(), 2u);
   EXPECT_EQ(service_->leases_held(), 2u);
-  ASSERT_EQ(service_->PutBegin(*b, std::vector<BlockKey>{K(7)})[0].status, BlockStatus::kOk);
+  ASSERT_EQ(Begin(*b, {7})[0].status, BlockStatus::kOk);
   const uint64_t used = tiers_->t1().Stats().used_slots;
   service_->Close(*b);  // as when the client dies mid-get and mid-put
   EXPECT_EQ(tiers_->t1().Stats().used_slots, used - 1);  // the open put's slot came back
   EXPECT_EQ(tiers_->index().Find(scope_->Scope(NamespaceRoot(Ns("m")), K(0)))->leases, 0u);
   EXPECT_EQ(service_->leases_held(), 0u);
-  EXPECT_EQ(LookupN(*a, 8), 2u);  // K(7) never became visible
+  EXPECT_EQ(LookupN(*a, 8), 2u);                                   // K(7) never became visible
   EXPECT_EQ(GetSync(b, {K(0)})[0].status, BlockStatus::kInvalid);  // and b is closed for good
   EXPECT_EQ(service_->sessions(), 1u);
 }
@@ -125,13 +149,13 @@ TEST_F(ServiceTest, AClosedSessionLeavesNoLeaseAndNoPartialBlock) {
 TEST_F(ServiceTest, ProtocolMisuseIsRefusedPerBlock) {
   auto a = Open(Ns("m"));
   EXPECT_EQ(service_->Release(*a, std::vector<BlockKey>{K(0)})[0], BlockStatus::kInvalid);
-  EXPECT_EQ(service_->PutCommit(*a, nullptr, std::vector<PutItem>{{K(0), 10, 0}})[0],
+  EXPECT_EQ(service_->PutCommit(*a, std::vector<PutCommitItem>{{K(0), 0}})[0],
             BlockStatus::kInvalid);  // no put_begin
-  ASSERT_EQ(service_->PutBegin(*a, std::vector<BlockKey>{K(1)})[0].status, BlockStatus::kOk);
-  EXPECT_EQ(service_->PutBegin(*a, std::vector<BlockKey>{K(1)})[0].status,
-            BlockStatus::kInvalid);  // already open
-  EXPECT_EQ(service_->PutCommit(*a, nullptr, std::vector<PutItem>{{K(1), 1u << 30, 0}})[0],
-            BlockStatus::kInvalid);  // larger than a slot: the put is over
+  ASSERT_EQ(Begin(*a, {1})[0].status, BlockStatus::kOk);
+  EXPECT_EQ(Begin(*a, {1})[0].status, BlockStatus::kInvalid);  // already open
+  EXPECT_EQ(Begin(*a, {3}, 0)[0].status, BlockStatus::kInvalid);
+  EXPECT_EQ(Begin(*a, {3}, testing::kTestSlot + 1)[0].status, BlockStatus::kInvalid);
+  EXPECT_EQ(service_->PutAbort(*a, std::vector<BlockKey>{K(1)})[0], BlockStatus::kOk);
   EXPECT_EQ(tiers_->t1().Stats().used_slots, 0u);
   EXPECT_EQ(service_->PutAbort(*a, std::vector<BlockKey>{K(1)})[0], BlockStatus::kInvalid);
   ASSERT_EQ(PutN(*a, 2, 1)[0], BlockStatus::kOk);
@@ -148,7 +172,7 @@ TEST_F(ServiceTest, AFullT1AnswersRetryAndReservesNothing) {
   std::vector<BlockKey> keys;
   for (uint64_t i = 0; i < 16; ++i) keys.push_back(K(i));
   ASSERT_EQ(GetSync(a, keys)[15].status, BlockStatus::kOk);  // all leased: none can leave
-  EXPECT_EQ(service_->PutBegin(*a, std::vector<BlockKey>{K(100)})[0].status, BlockStatus::kRetry);
+  EXPECT_EQ(Begin(*a, {100})[0].status, BlockStatus::kRetry);
   EXPECT_EQ(a->puts_pending(), 0u);
 }
 
