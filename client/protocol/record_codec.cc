@@ -110,6 +110,9 @@ WireKey ToWire(const BlockKey& k) { return WireKey{k.lo, k.hi}; }
 absl::Status CheckArgs(const Request& request, bool allowed, const char* what, ArenaView arena) {
   const std::string where = Where("request", request.request_id, static_cast<uint8_t>(request.op));
   if (!allowed) return Invalid(fmt::format("{}: has no {} arguments", where, what));
+  if (request.count > kMaxBatchKeys) {  // also keeps ArgBytes from overflowing
+    return Invalid(fmt::format("{}: count {} above {}", where, request.count, kMaxBatchKeys));
+  }
   // Re-checked here so a Request not from DecodeRequest cannot read out of bounds.
   return CheckRange(where, "arg", request.arg, ArgBytes(request.op, request.count), true,
                     arena.bytes);

@@ -34,6 +34,10 @@ absl::Status CheckAnswer(ArenaView arena, const Request& request, const Completi
     return Invalid(
         fmt::format("{}: status {}, no results", where, static_cast<unsigned>(c.status)));
   }
+  if (request.count > kMaxBatchKeys) {  // also keeps ResultBytes from overflowing
+    return Invalid(
+        fmt::format("{}: request count {} above {}", where, request.count, kMaxBatchKeys));
+  }
   const uint32_t want = ResultBytes(request.op, request.count);
   if (c.result.bytes != want || c.result.offset != request.result.offset ||
       uint64_t{c.result.offset} + c.result.bytes > arena.bytes) {
@@ -107,6 +111,7 @@ absl::Status ReadLookupResult(ArenaView arena, const Request& request, const Com
                                completion.request_id, completion.count, request.count));
   }
   tiers->resize(completion.count);
+  if (completion.count == 0) return absl::OkStatus();  // an empty prefix: nothing to copy
   std::memcpy(tiers->data(), arena.base + completion.result.offset, completion.count);
   for (uint32_t i = 0; i < completion.count; ++i) {
     const uint8_t mask = (*tiers)[i];
@@ -133,6 +138,7 @@ absl::Status ReadBlockResults(ArenaView arena, const Request& request, const Com
                                completion.count, request.count));
   }
   out->resize(request.count);
+  if (request.count == 0) return absl::OkStatus();
   std::memcpy(out->data(), arena.base + completion.result.offset,
               size_t{request.count} * sizeof(BlockResult));
   for (uint32_t i = 0; i < request.count; ++i) {

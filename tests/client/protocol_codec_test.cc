@@ -100,6 +100,16 @@ TEST_F(CodecTest, LookupOfEveryBenchmarkSizeRoundTrips) {
   }
 }
 
+TEST_F(CodecTest, LookupWithAnEmptyPrefixReadsNoMasks) {  // found by tools/fuzz.sh
+  const Request sent = MakeRequest(Op::kLookup, 3);
+  WriteKeys(arena_, sent.arg, Keys(3));
+  const Request got = Submit(sent);
+  const Completion c = Complete(WriteLookupResult(arena_, got, 0, std::vector<uint8_t>(3, 0)));
+  std::vector<uint8_t> back(5, 1);
+  ASSERT_TRUE(ReadLookupResult(arena_, sent, c, &back).ok());
+  EXPECT_TRUE(back.empty());
+}
+
 TEST_F(CodecTest, GetRoundTripsWithSlotsAndSizes) { KeysOpRoundTrip(Op::kGet, 1); }
 TEST_F(CodecTest, PutAbortRoundTrips) { KeysOpRoundTrip(Op::kPutAbort, 0); }
 TEST_F(CodecTest, ReleaseRoundTrips) { KeysOpRoundTrip(Op::kRelease, 0); }
