@@ -64,7 +64,9 @@ struct HelloFixed {
   uint32_t reserved1;
 };
 static_assert(sizeof(HelloFixed) == 32);
+static_assert(offsetof(HelloFixed, key_source) == 12);
 static_assert(offsetof(HelloFixed, sq_entries) == 16);
+static_assert(offsetof(HelloFixed, arena_bytes) == 24);
 
 // Where things are in the client's region (a memfd the daemon creates, passed with Welcome).
 // Offsets are from the start of the region, in bytes.
@@ -80,6 +82,8 @@ struct RegionLayout {
   uint32_t arena_bytes;   // multiple of 4096
 };
 static_assert(sizeof(RegionLayout) == 40);
+static_assert(offsetof(RegionLayout, sq_control) == 8);
+static_assert(offsetof(RegionLayout, arena_offset) == 32);
 
 // File descriptors that come with Welcome, in this order.
 enum WelcomeFd : int {
@@ -100,6 +104,8 @@ struct WelcomePayload {
   RegionLayout layout;
 };
 static_assert(sizeof(WelcomePayload) == 72);
+static_assert(offsetof(WelcomePayload, t1_slot_bytes) == 16);
+static_assert(offsetof(WelcomePayload, max_batch) == 24);
 static_assert(offsetof(WelcomePayload, layout) == 32);
 
 // Error payload: ErrorFixed, then message_bytes of UTF-8 text (<= kMaxErrorMessage).
@@ -170,7 +176,11 @@ struct RequestRecord {
   uint8_t reserved1[24];
 };
 static_assert(sizeof(RequestRecord) == kRecordBytes);
+static_assert(offsetof(RequestRecord, op) == 3);
+static_assert(offsetof(RequestRecord, flags) == 6);
 static_assert(offsetof(RequestRecord, request_id) == 8);
+static_assert(offsetof(RequestRecord, tier) == 20);
+static_assert(offsetof(RequestRecord, result_bytes) == 36);
 static_assert(offsetof(RequestRecord, arg_offset) == 24);
 static_assert(offsetof(RequestRecord, reserved1) == 40);
 
@@ -196,7 +206,9 @@ struct CompletionRecord {
   uint8_t reserved[36];
 };
 static_assert(sizeof(CompletionRecord) == kRecordBytes);
+static_assert(offsetof(CompletionRecord, status) == 6);
 static_assert(offsetof(CompletionRecord, count) == 16);
+static_assert(offsetof(CompletionRecord, result_bytes) == 24);
 static_assert(offsetof(CompletionRecord, reserved) == 28);
 
 // ---- data plane: arena arguments and results ---------------------------------------------------
@@ -216,6 +228,7 @@ struct PutBeginArg {
   uint32_t flags;          // kPutHasParent or 0
 };
 static_assert(sizeof(PutBeginArg) == 40);
+static_assert(offsetof(PutBeginArg, payload_bytes) == 32);
 
 struct PutCommitArg {
   WireKey key;
