@@ -11,4 +11,5 @@ for preset in default asan tsan; do
   echo "== check: $preset =="
   cmake --workflow --preset "$preset"
 done
+tools/fuzz.sh 40  # the protocol decoders' libFuzzer target, bounded (~1 min with the build)
 echo "== check: all presets passed =="

@@ -1,0 +1,56 @@
+// Control-socket I/O: frames with file descriptors attached (SCM_RIGHTS) over a Unix-domain
+// stream socket, and the peer's credentials (SO_PEERCRED). docs/protocol.md "Handshake".
+//
+// SendFrame/RecvFrame are for blocking sockets (clients, tests). An event loop (the daemon's
+// Asio server) uses SendWithFds/RecvWithFds, one sendmsg/recvmsg each, and assembles frames
+// itself with DecodeFrameHeader.
+//
+// Received descriptors are always owned (UniqueFd) and close-on-exec (MSG_CMSG_CLOEXEC); a
+// message whose control data was cut short (MSG_CTRUNC: more fds than room, or the process at its
+// fd limit) is an error and whatever fds did arrive are closed, never leaked.
+//
+// Thread-safety: none per socket; distinct sockets are independent.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "client/protocol/frame_codec.h"
+#include "client/protocol/unique_fd.h"
+#include "common/status.h"
+
+namespace kvtier::protocol {
+
+inline constexpr size_t kMaxFdsPerMessage = 8;
+
+// One sendmsg of `bytes` with `fds` attached (at most kMaxFdsPerMessage). Returns the bytes sent
+// (the kernel may send fewer; fds go with the first byte, so send the rest without them). EAGAIN
+// is Unavailable; EPIPE/ECONNRESET are Unavailable too; other errors Internal. MSG_NOSIGNAL.
+absl::StatusOr<size_t> SendWithFds(int sock, absl::Span<const std::byte> bytes,
+                                   absl::Span<const int> fds);
+// One recvmsg into `buffer`, appending any fds that come with it to `fds`. Returns the bytes read;
+// 0 means the peer closed. Errors: InvalidArgument for MSG_CTRUNC, for more than max_fds in total,
+// or for control data other than SCM_RIGHTS (received fds are closed); Unavailable for EAGAIN.
+absl::StatusOr<size_t> RecvWithFds(int sock, absl::Span<std::byte> buffer, size_t max_fds,
+                                   std::vector<UniqueFd>* fds);
+
+// Blocking: sends all of `frame` with `fds` attached to its first byte.
+absl::Status SendFrame(int sock, absl::Span<const std::byte> frame, absl::Span<const int> fds = {});
+
+struct ReceivedFrame {
+  FrameInfo info;
+  std::vector<std::byte> payload;  // info.payload_bytes bytes
+  std::vector<UniqueFd> fds;       // every fd that arrived with the frame's bytes
+};
+// Blocking: reads one whole frame (header, then payload) and the fds that came with it.
+// Unavailable("peer closed") at a clean end of stream between frames; DataLoss if the stream ends
+// inside a frame; the header's decoding errors (frame_codec.h) as they are.
+absl::StatusOr<ReceivedFrame> RecvFrame(int sock, size_t max_fds);
+
+// The connected peer's pid, uid and gid (SO_PEERCRED). Internal on failure.
+absl::StatusOr<ucred> PeerCredentials(int sock);
+
+}  // namespace kvtier::protocol

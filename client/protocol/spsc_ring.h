@@ -1,0 +1,95 @@
+// A single-producer / single-consumer ring of 64-byte records in memory shared by two processes
+// (DESIGN.md "Process model and protocol"), with the doorbell protocol that wakes a side only when
+// it sleeps: while both sides are busy no operation makes a system call.
+//
+// Memory: a RingControl (head on one cache line, tail on the next; wire_format.h) and `entries`
+// records. The producer owns head and producer_sleeping; the consumer owns tail and
+// consumer_sleeping. Each side keeps its own index privately and only ever *reads* the other's,
+// so a peer that scribbles on the control words cannot make this side read or write outside the
+// ring: an impossible peer index (more than `entries` records apart) is reported as DataLoss and
+// the connection is to be closed.
+//
+// Ordering: a record is copied in, then head is stored with release; the consumer loads head with
+// acquire, then copies the record out (so it reads only a private copy), then stores tail with
+// release, which hands the slot back.
+//
+// Sleeping without lost wakeups (a Dekker handshake through seq_cst fences):
+//   sleeper:  flag = 1; fence(seq_cst); recheck the ring; if still nothing, wait on its own bell;
+//             flag = 0.
+//   waker:    publish head/tail; fence(seq_cst); if the peer's flag is 1, ring the peer's bell.
+// Either the waker sees flag = 1 and rings, or the sleeper's recheck sees the new index. An eventfd
+// keeps a ring that comes before the wait, so it is not lost either. Wakes can be spurious.
+//
+// Who rings whom: the submission ring's producer is the client and its consumer the daemon; the
+// completion ring the other way round. Each endpoint holds the *peer's* bell to ring and is given
+// its *own* bell to sleep on.
+//
+// Thread-safety: one thread per endpoint at a time (single producer, single consumer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "client/protocol/event_fd.h"
+#include "client/protocol/wire_format.h"
+#include "common/status.h"
+
+namespace kvtier::protocol {
+
+// One ring in mapped shared memory. Not owned; the mapping must outlive every endpoint over it.
+struct RingMemory {
+  RingControl* control = nullptr;
+  std::byte* records = nullptr;  // entries * kRecordBytes bytes
+  uint32_t entries = 0;          // a power of two
+};
+
+class RingProducer {
+ public:
+  // Starts at the ring's current head (0 for a new ring). `peer_bell` is rung when the consumer
+  // sleeps; it must outlive this object.
+  RingProducer(RingMemory ring, const EventFd* peer_bell);
+
+  // Copies `record` (kRecordBytes bytes) into the ring. Returns false, copying nothing, when the
+  // ring is full. DataLoss if the consumer's tail is impossible.
+  absl::StatusOr<bool> TryPush(const void* record);
+  // As TryPush, but when the ring is full spins `spin` times, then sleeps on `own_bell` until the
+  // consumer frees a slot.
+  absl::Status Push(const void* record, const EventFd& own_bell, int spin = 0);
+
+ private:
+  absl::StatusOr<bool> HasSpace();
+
+  RingMemory ring_;
+  const EventFd* peer_bell_;
+  uint64_t head_;         // private copy of what we published
+  uint64_t cached_tail_;  // last tail read from the consumer
+};
+
+class RingConsumer {
+ public:
+  // Starts at the ring's current tail. `peer_bell` is rung when the producer sleeps on a full
+  // ring; it must outlive this object.
+  RingConsumer(RingMemory ring, const EventFd* peer_bell);
+
+  // Copies the next record out into `record` (kRecordBytes bytes) and frees its slot. Returns
+  // false when the ring is empty. DataLoss if the producer's head is impossible.
+  absl::StatusOr<bool> TryPop(void* record);
+  // As TryPop, but when the ring is empty spins `spin` times, then sleeps on `own_bell`.
+  absl::Status Pop(void* record, const EventFd& own_bell, int spin = 0);
+
+  // For event loops that wait on many fds (the daemon): call PrepareToSleep when idle. True: the
+  // ring is still empty and the flag is set, so wait on your bell, then call EndSleep. False:
+  // records arrived meanwhile; the flag is already cleared.
+  absl::StatusOr<bool> PrepareToSleep();
+  void EndSleep();
+
+ private:
+  absl::StatusOr<bool> HasRecord();
+
+  RingMemory ring_;
+  const EventFd* peer_bell_;
+  uint64_t tail_;
+  uint64_t cached_head_;
+};
+
+}  // namespace kvtier::protocol
