@@ -96,7 +96,11 @@ size_t Service::Lookup(Session& session, absl::Span<const BlockKey> keys,
   KeyBuffer scoped(keys.size());
   scope_.ScopeAll(session.root_, keys, absl::MakeSpan(scoped));
   if (recorder_ != nullptr) recorder_->Record(session.ns_.block_tokens, scoped);
-  return tiers_.index().LookupPrefix(scoped, tiers);
+  const size_t n = tiers_.index().LookupPrefix(scoped, tiers);
+  lookups_.fetch_add(1, std::memory_order_relaxed);
+  lookup_keys_.fetch_add(keys.size(), std::memory_order_relaxed);
+  lookup_hit_blocks_.fetch_add(n, std::memory_order_relaxed);
+  return n;
 }
 
 GetResult Service::SettleGet(Session& session, const BlockKey& key,
@@ -116,6 +120,8 @@ GetResult Service::SettleGet(Session& session, const BlockKey& key,
 
 void Service::Get(const std::shared_ptr<Session>& session, absl::Span<const BlockKey> keys,
                   GetBatchDone done) {
+  gets_.fetch_add(1, std::memory_order_relaxed);
+  get_blocks_.fetch_add(keys.size(), std::memory_order_relaxed);
   auto batch = std::make_shared<GetBatch>();
   batch->results.resize(keys.size());
   batch->remaining.store(keys.size() + 1, std::memory_order_relaxed);  // +1: this call's own
@@ -146,6 +152,7 @@ std::vector<BlockStatus> Service::Release(Session& session, absl::Span<const Blo
       if (--it->second == 0) session.leases_.erase(it);
     }
     leases_.fetch_sub(1, std::memory_order_relaxed);
+    releases_.fetch_add(1, std::memory_order_relaxed);
     out[i] = StatusOf(tiers_.Release(key));
   }
   return out;
@@ -156,6 +163,8 @@ std::vector<PutBeginResult> Service::PutBegin(Session& session,
   std::vector<PutBeginResult> out(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     out[i].status = BeginOne(session, items[i], &out[i].slot);
+    if (out[i].status == BlockStatus::kOk) puts_begun_.fetch_add(1, std::memory_order_relaxed);
+    if (out[i].status == BlockStatus::kRetry) puts_retry_.fetch_add(1, std::memory_order_relaxed);
   }
   return out;
 }
@@ -181,7 +190,10 @@ BlockStatus Service::BeginOne(Session& session, const PutBeginItem& item, SlotId
 std::vector<BlockStatus> Service::PutCommit(Session& session,
                                             absl::Span<const PutCommitItem> items) {
   std::vector<BlockStatus> out(items.size());
-  for (size_t i = 0; i < items.size(); ++i) out[i] = CommitOne(session, items[i]);
+  for (size_t i = 0; i < items.size(); ++i) {
+    out[i] = CommitOne(session, items[i]);
+    if (out[i] == BlockStatus::kOk) puts_committed_.fetch_add(1, std::memory_order_relaxed);
+  }
   return out;
 }
 
@@ -224,6 +236,7 @@ std::vector<BlockStatus> Service::PutAbort(Session& session, absl::Span<const Bl
       session.pending_puts_.erase(it);
     }
     tiers_.AbortPut(slot);
+    puts_aborted_.fetch_add(1, std::memory_order_relaxed);
     out[i] = BlockStatus::kOk;
   }
   return out;
@@ -233,8 +246,26 @@ std::vector<BlockStatus> Service::Drop(Session& session, absl::Span<const BlockK
   std::vector<BlockStatus> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     out[i] = StatusOf(tiers_.Drop(scope_.Scope(session.root_, keys[i])));
+    if (out[i] == BlockStatus::kOk) drops_.fetch_add(1, std::memory_order_relaxed);
   }
   return out;
+}
+
+ServiceStats Service::Stats() const {
+  ServiceStats s;
+  s.lookups = lookups_.load();
+  s.lookup_keys = lookup_keys_.load();
+  s.lookup_hit_blocks = lookup_hit_blocks_.load();
+  s.gets = gets_.load();
+  s.get_blocks = get_blocks_.load();
+  s.puts_begun = puts_begun_.load();
+  s.puts_committed = puts_committed_.load();
+  s.puts_aborted = puts_aborted_.load();
+  s.puts_retry = puts_retry_.load();
+  s.releases = releases_.load();
+  s.drops = drops_.load();
+  s.requests_invalid = requests_invalid_.load();
+  return s;
 }
 
 }  // namespace kvtier

@@ -64,6 +64,14 @@ struct PutCommitItem {
   uint64_t checksum = 0;  // XXH3-64 of the payload as written; 0 = not given (not verified)
 };
 
+// Counters since start, over every session.
+struct ServiceStats {
+  uint64_t lookups = 0, lookup_keys = 0, lookup_hit_blocks = 0;
+  uint64_t gets = 0, get_blocks = 0;
+  uint64_t puts_begun = 0, puts_committed = 0, puts_aborted = 0, puts_retry = 0;
+  uint64_t releases = 0, drops = 0, requests_invalid = 0;
+};
+
 // One client connection's state. Created by Service::Open; Service::Close (or the destructor)
 // gives back everything it holds.
 class Session {
@@ -135,6 +143,10 @@ class Service {
   // Removes blocks from every tier: kOk, kNotFound, or kBusy (leased).
   std::vector<BlockStatus> Drop(Session& session, absl::Span<const BlockKey> keys);
 
+  // A client sent a malformed request (the server closes it); counted here for stats.
+  void CountInvalidRequest() { requests_invalid_.fetch_add(1, std::memory_order_relaxed); }
+  ServiceStats Stats() const;
+
   size_t sessions() const { return sessions_.load(std::memory_order_relaxed); }
   uint64_t leases_held() const { return leases_.load(std::memory_order_relaxed); }
   TierManager& tiers() const { return tiers_; }
@@ -153,6 +165,10 @@ class Service {
   std::atomic<uint64_t> next_session_id_{1};
   std::atomic<size_t> sessions_{0};
   std::atomic<uint64_t> leases_{0};
+  std::atomic<uint64_t> lookups_{0}, lookup_keys_{0}, lookup_hit_blocks_{0};
+  std::atomic<uint64_t> gets_{0}, get_blocks_{0};
+  std::atomic<uint64_t> puts_begun_{0}, puts_committed_{0}, puts_aborted_{0}, puts_retry_{0};
+  std::atomic<uint64_t> releases_{0}, drops_{0}, requests_invalid_{0};
 };
 
 }  // namespace kvtier

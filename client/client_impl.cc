@@ -1,0 +1,164 @@
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "client/client_impl.h"
+#include "client/protocol/fd_passing.h"
+#include "common/errno_text.h"
+
+namespace kvtier::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kSleepSliceMs = 50;  // a sleeping client rechecks the socket this often
+
+absl::StatusOr<protocol::UniqueFd> ConnectTo(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(fmt::format("socket path '{}' is empty or too long", path));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  protocol::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::InternalError("socket: " + ErrnoText(errno));
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return absl::UnavailableError(
+        fmt::format("cannot reach kvtierd at {}: {}", path, ErrnoText(errno)));
+  }
+  return fd;
+}
+
+uint32_t Align8(uint32_t x) { return (x + 7) & ~7u; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const ClientOptions& options) {
+  KVTIER_RETURN_IF_ERROR(options.ns.Validate());
+  std::unique_ptr<Impl> impl(new Impl(options, NamespaceRoot(options.ns)));
+  KVTIER_ASSIGN_OR_RETURN(impl->socket, ConnectTo(options.socket_path));
+  KVTIER_RETURN_IF_ERROR(impl->Handshake());
+  return impl;
+}
+
+Client::Impl::~Impl() {
+  if (t1 != nullptr) ::munmap(t1, welcome.t1_bytes);
+}
+
+absl::Status Client::Impl::Handshake() {
+  protocol::Hello hello{options.ns, options.client_name, options.sq_entries, options.cq_entries,
+                        options.arena_bytes};
+  KVTIER_ASSIGN_OR_RETURN(std::vector<std::byte> frame, protocol::EncodeHello(hello));
+  KVTIER_RETURN_IF_ERROR(protocol::SendFrame(socket.get(), frame));
+  KVTIER_ASSIGN_OR_RETURN(protocol::ReceivedFrame reply,
+                          protocol::RecvFrame(socket.get(), protocol::kWelcomeFdCount));
+  if (reply.info.type == protocol::FrameType::kError) {
+    KVTIER_ASSIGN_OR_RETURN(protocol::ErrorFrame error, protocol::DecodeError(reply.payload));
+    return absl::Status(error.code, "kvtierd refused the connection: " + error.message);
+  }
+  if (reply.info.type != protocol::FrameType::kWelcome) {
+    return absl::InvalidArgumentError("kvtierd answered Hello with neither Welcome nor Error");
+  }
+  KVTIER_ASSIGN_OR_RETURN(welcome, protocol::DecodeWelcome(reply.payload));
+  if (reply.fds.size() != protocol::kWelcomeFdCount) {
+    return absl::InvalidArgumentError(fmt::format("Welcome came with {} fds, not {}",
+                                                  reply.fds.size(), protocol::kWelcomeFdCount));
+  }
+  KVTIER_RETURN_IF_ERROR(MapTier(std::move(reply.fds[protocol::kFdT1Segment])));
+  KVTIER_ASSIGN_OR_RETURN(region, protocol::ShmRegion::Map(std::move(reply.fds[protocol::kFdRegion]),
+                                                           welcome.layout));
+  daemon_bell = std::make_unique<protocol::EventFd>(std::move(reply.fds[protocol::kFdDaemonBell]));
+  client_bell = std::make_unique<protocol::EventFd>(std::move(reply.fds[protocol::kFdClientBell]));
+  requests = std::make_unique<protocol::RingProducer>(region->submission(), daemon_bell.get());
+  completions = std::make_unique<protocol::RingConsumer>(region->completion(), daemon_bell.get());
+  return absl::OkStatus();
+}
+
+absl::Status Client::Impl::MapTier(protocol::UniqueFd fd) {
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < welcome.t1_bytes) {
+    return absl::InvalidArgumentError("the T1 segment is smaller than Welcome says");
+  }
+  void* p = ::mmap(nullptr, welcome.t1_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) return absl::InternalError("mmap of the T1 segment: " + ErrnoText(errno));
+  t1 = static_cast<std::byte*>(p);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<protocol::Completion> Client::Impl::Do(const Call& call, protocol::Request* sent) {
+  protocol::Request& r = *sent;
+  r.op = call.op;
+  r.count = call.count;
+  r.tier = call.tier;
+  r.arg = {0, protocol::ArgBytes(call.op, call.count)};
+  r.result = {Align8(r.arg.bytes), protocol::ResultBytes(call.op, call.count)};
+  const protocol::ArenaView arena = region->arena();
+  if (uint64_t{r.result.offset} + r.result.bytes > arena.bytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} keys do not fit the {}-byte arena", call.count, arena.bytes));
+  }
+  std::lock_guard lock(mu);
+  r.request_id = next_request_id++;
+  if (call.write_args) call.write_args(arena, r.arg);
+  std::byte record[protocol::kRecordBytes];
+  protocol::EncodeRequest(r, record);
+  KVTIER_RETURN_IF_ERROR(requests->Push(record, *client_bell, options.spin_us * 10));
+  KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, Await(r.request_id));
+  if (done.status != protocol::RequestStatus::kOk) {
+    absl::Status gone = WhyGone();
+    return gone.ok() ? absl::InternalError(fmt::format("kvtierd failed request {} ({})",
+                                                       r.request_id, protocol::OpName(uint8_t(r.op))))
+                     : gone;
+  }
+  return done;
+}
+
+absl::StatusOr<protocol::Completion> Client::Impl::Await(uint64_t request_id) {
+  std::byte record[protocol::kRecordBytes];
+  const auto start = Clock::now();
+  const auto spin = std::chrono::microseconds(options.spin_us);
+  for (;;) {
+    KVTIER_ASSIGN_OR_RETURN(bool got, completions->TryPop(record));
+    if (got) {
+      KVTIER_ASSIGN_OR_RETURN(protocol::Completion c,
+                              protocol::DecodeCompletion(record, region->layout().arena_bytes));
+      if (c.request_id != request_id) {
+        return absl::DataLossError(fmt::format("completion for request {} while waiting for {}",
+                                               c.request_id, request_id));
+      }
+      return c;
+    }
+    const auto waited = Clock::now() - start;
+    if (waited < spin) continue;
+    if (waited > std::chrono::milliseconds(options.timeout_ms)) {
+      return absl::DeadlineExceededError(
+          fmt::format("kvtierd did not answer request {} in {} ms", request_id, options.timeout_ms));
+    }
+    KVTIER_ASSIGN_OR_RETURN(bool sleep, completions->PrepareToSleep());
+    if (!sleep) continue;
+    pollfd fds[2] = {{client_bell->fd(), POLLIN, 0}, {socket.get(), POLLIN, 0}};
+    (void)::poll(fds, 2, kSleepSliceMs);
+    completions->EndSleep();
+    client_bell->Drain();
+    if ((fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) return WhyGone();
+  }
+}
+
+absl::Status Client::Impl::WhyGone() {
+  pollfd pfd{socket.get(), POLLIN, 0};
+  if (::poll(&pfd, 1, 0) <= 0) return absl::OkStatus();  // still connected
+  absl::StatusOr<protocol::ReceivedFrame> frame = protocol::RecvFrame(socket.get(), 0);
+  if (frame.ok() && frame->info.type == protocol::FrameType::kError) {
+    absl::StatusOr<protocol::ErrorFrame> error = protocol::DecodeError(frame->payload);
+    if (error.ok()) return absl::Status(error->code, "kvtierd closed the connection: " + error->message);
+  }
+  return absl::UnavailableError("kvtierd closed the connection");
+}
+
+}  // namespace kvtier::client

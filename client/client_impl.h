@@ -1,0 +1,55 @@
+// Internal to the C++ client (kvtier_client.h): the connection and the request/response call.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "client/kvtier_client.h"
+#include "client/protocol/event_fd.h"
+#include "client/protocol/frame_codec.h"
+#include "client/protocol/shm_region.h"
+#include "client/protocol/spsc_ring.h"
+#include "client/protocol/unique_fd.h"
+
+namespace kvtier::client {
+
+class Client::Impl {
+ public:
+  // What a request carries besides its arguments.
+  struct Call {
+    protocol::Op op = protocol::Op::kNop;
+    uint32_t count = 0;
+    uint8_t tier = 0;
+    // Writes the arguments into the arena at the range given.
+    std::function<void(protocol::ArenaView, protocol::ArenaRange)> write_args;
+  };
+
+  static absl::StatusOr<std::unique_ptr<Impl>> Connect(const ClientOptions& options);
+  ~Impl();
+
+  // Sends one request and waits for its completion; on OK the request is returned in `*sent`
+  // (for the result readers). Holds mu_ throughout: one request at a time.
+  absl::StatusOr<protocol::Completion> Do(const Call& call, protocol::Request* sent);
+
+  const ClientOptions options;
+  const BlockKey root;
+  protocol::Welcome welcome;
+  protocol::UniqueFd socket;
+  std::byte* t1 = nullptr;  // mapping of the T1 segment, welcome.t1_bytes bytes
+  std::unique_ptr<protocol::ShmRegion> region;
+  std::unique_ptr<protocol::EventFd> daemon_bell, client_bell;
+  std::unique_ptr<protocol::RingProducer> requests;
+  std::unique_ptr<protocol::RingConsumer> completions;
+  std::mutex mu;
+  uint64_t next_request_id = 1;  // guarded by mu
+
+ private:
+  Impl(const ClientOptions& o, const BlockKey& r) : options(o), root(r) {}
+  absl::Status Handshake();
+  absl::Status MapTier(protocol::UniqueFd fd);
+  absl::StatusOr<protocol::Completion> Await(uint64_t request_id);
+  absl::Status WhyGone();
+};
+
+}  // namespace kvtier::client

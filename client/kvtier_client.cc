@@ -1,0 +1,217 @@
+#include "client/kvtier_client.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "client/client_impl.h"
+
+namespace kvtier::client {
+namespace {
+
+using protocol::BlockCode;
+using protocol::BlockResult;
+using protocol::Op;
+
+// Runs `each(offset, count)` over `total` keys in chunks of at most `max` keys.
+template <typename F>
+absl::Status Chunked(size_t total, size_t max, F each) {
+  for (size_t off = 0; off < total; off += max) {
+    KVTIER_RETURN_IF_ERROR(each(off, std::min(max, total - off)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Connect(options));
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+std::vector<BlockKey> Client::KeysFor(absl::Span<const uint32_t> tokens,
+                                      const std::optional<BlockKey>& parent) const {
+  const size_t block = impl_->options.ns.block_tokens;
+  std::vector<BlockKey> keys;
+  keys.reserve(tokens.size() / block);
+  BlockKey prev = parent.value_or(impl_->root);
+  for (size_t off = 0; off + block <= tokens.size(); off += block) {
+    prev = ChainTokenBlock(prev, tokens.subspan(off, block));
+    keys.push_back(prev);
+  }
+  return keys;
+}
+
+absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
+  LookupResult out;
+  out.tiers.resize(keys.size());
+  std::vector<uint8_t> tiers;
+  bool whole = true;
+  const absl::Status chunked = (Chunked(keys.size(), impl_->welcome.max_batch, [&](size_t off, size_t n) {
+    if (!whole) return absl::OkStatus();  // the prefix ended in an earlier chunk
+    const auto chunk = keys.subspan(off, n);
+    Impl::Call call{Op::kLookup, static_cast<uint32_t>(n), 0,
+                    [&](protocol::ArenaView a, protocol::ArenaRange r) { protocol::WriteKeys(a, r, chunk); }};
+    protocol::Request sent;
+    KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
+    KVTIER_RETURN_IF_ERROR(protocol::ReadLookupResult(impl_->region->arena(), sent, done, &tiers));
+    std::copy(tiers.begin(), tiers.begin() + done.count, out.tiers.begin() + off);
+    out.hit_blocks += done.count;
+    whole = done.count == n;
+    return absl::OkStatus();
+  }));
+  if (!chunked.ok()) return chunked;
+  out.tiers.resize(out.hit_blocks);
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
+                                                  absl::Span<const BlockKey> keys) {
+  std::vector<BlockResult> out, chunk_out;
+  const protocol::SessionLimits limits{impl.welcome.t1_slots, impl.welcome.t1_slot_bytes};
+  const absl::Status chunked = (Chunked(keys.size(), impl.welcome.max_batch, [&](size_t off, size_t n) {
+    const auto chunk = keys.subspan(off, n);
+    Client::Impl::Call call{op, static_cast<uint32_t>(n),
+                            static_cast<uint8_t>(op == Op::kGet ? 1 : 0),
+                            [&](protocol::ArenaView a, protocol::ArenaRange r) {
+                              protocol::WriteKeys(a, r, chunk);
+                            }};
+    protocol::Request sent;
+    KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl.Do(call, &sent));
+    KVTIER_RETURN_IF_ERROR(
+        protocol::ReadBlockResults(impl.region->arena(), sent, done, limits, &chunk_out));
+    out.insert(out.end(), chunk_out.begin(), chunk_out.end());
+    return absl::OkStatus();
+  }));
+  if (!chunked.ok()) return chunked;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<BlockResult>> Client::Get(absl::Span<const BlockKey> keys) {
+  return KeysCall(*impl_, Op::kGet, keys);
+}
+
+absl::StatusOr<std::vector<BlockResult>> Client::Release(absl::Span<const BlockKey> keys) {
+  return KeysCall(*impl_, Op::kRelease, keys);
+}
+
+absl::StatusOr<std::vector<BlockResult>> Client::Drop(absl::Span<const BlockKey> keys) {
+  return KeysCall(*impl_, Op::kDrop, keys);
+}
+
+absl::StatusOr<size_t> Client::GetInto(absl::Span<const BlockKey> keys,
+                                       absl::Span<const absl::Span<std::byte>> destinations) {
+  if (destinations.size() < keys.size()) {
+    return absl::InvalidArgumentError("GetInto: fewer destinations than keys");
+  }
+  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> got, Get(keys));
+  size_t copied = 0;
+  std::vector<BlockKey> leased;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].code != static_cast<uint32_t>(BlockCode::kOk)) continue;
+    leased.push_back(keys[i]);
+    if (copied != i || destinations[i].size() < got[i].payload_bytes) continue;
+    std::memcpy(destinations[i].data(), SlotData(got[i].slot), got[i].payload_bytes);
+    ++copied;
+  }
+  KVTIER_RETURN_IF_ERROR(Release(leased).status());
+  return copied;
+}
+
+absl::StatusOr<std::vector<BlockCode>> Client::Put(
+    absl::Span<const BlockKey> keys, absl::Span<const absl::Span<const std::byte>> payloads,
+    const std::optional<BlockKey>& parent) {
+  if (payloads.size() != keys.size()) return absl::InvalidArgumentError("Put: one payload per key");
+  std::vector<protocol::PutBeginItem> begin(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::optional<BlockKey> p = i == 0 ? parent : std::optional<BlockKey>(keys[i - 1]);
+    begin[i] = protocol::PutBeginItem{keys[i], p, static_cast<uint32_t>(payloads[i].size())};
+  }
+  std::vector<BlockCode> codes(keys.size(), BlockCode::kFailed);
+  const absl::Status chunked = (Chunked(keys.size(), impl_->welcome.max_batch, [&](size_t off, size_t n) {
+    return PutChunk(absl::MakeConstSpan(begin).subspan(off, n), payloads.subspan(off, n),
+                    absl::MakeSpan(codes).subspan(off, n));
+  }));
+  if (!chunked.ok()) return chunked;
+  return codes;
+}
+
+absl::StatusOr<std::vector<BlockResult>> Client::PutBegin(
+    absl::Span<const protocol::PutBeginItem> items) {
+  const protocol::SessionLimits limits{impl_->welcome.t1_slots, impl_->welcome.t1_slot_bytes};
+  Impl::Call call{Op::kPutBegin, static_cast<uint32_t>(items.size()), 0,
+                  [&](protocol::ArenaView a, protocol::ArenaRange r) {
+                    protocol::WritePutBegin(a, r, items);
+                  }};
+  protocol::Request sent;
+  KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
+  std::vector<BlockResult> out;
+  KVTIER_RETURN_IF_ERROR(protocol::ReadBlockResults(impl_->region->arena(), sent, done, limits, &out));
+  return out;
+}
+
+absl::StatusOr<std::vector<BlockResult>> Client::PutCommit(
+    absl::Span<const protocol::PutCommitItem> items) {
+  const protocol::SessionLimits limits{impl_->welcome.t1_slots, impl_->welcome.t1_slot_bytes};
+  Impl::Call call{Op::kPutCommit, static_cast<uint32_t>(items.size()), 0,
+                  [&](protocol::ArenaView a, protocol::ArenaRange r) {
+                    protocol::WritePutCommit(a, r, items);
+                  }};
+  protocol::Request sent;
+  KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
+  std::vector<BlockResult> out;
+  KVTIER_RETURN_IF_ERROR(protocol::ReadBlockResults(impl_->region->arena(), sent, done, limits, &out));
+  return out;
+}
+
+absl::Status Client::PutChunk(absl::Span<const protocol::PutBeginItem> items,
+                              absl::Span<const absl::Span<const std::byte>> payloads,
+                              absl::Span<BlockCode> codes) {
+  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> slots, PutBegin(items));
+  std::vector<protocol::PutCommitItem> commit;
+  std::vector<size_t> committed_index;
+  for (size_t i = 0; i < items.size(); ++i) {
+    codes[i] = static_cast<BlockCode>(slots[i].code);
+    if (codes[i] != BlockCode::kOk) continue;
+    std::memcpy(MutableSlotData(slots[i].slot), payloads[i].data(), payloads[i].size());
+    commit.push_back({items[i].key, XXH3_64bits(payloads[i].data(), payloads[i].size())});
+    committed_index.push_back(i);
+  }
+  if (commit.empty()) return absl::OkStatus();
+  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> done, PutCommit(commit));
+  for (size_t j = 0; j < committed_index.size(); ++j) {
+    codes[committed_index[j]] = static_cast<BlockCode>(done[j].code);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<protocol::StatsWire> Client::Stats() {
+  protocol::Request sent;
+  KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do({Op::kStats, 0, 0, nullptr}, &sent));
+  return protocol::ReadStats(impl_->region->arena(), sent, done);
+}
+
+absl::Status Client::Nop() {
+  protocol::Request sent;
+  return impl_->Do({Op::kNop, 0, 0, nullptr}, &sent).status();
+}
+
+const std::byte* Client::SlotData(uint32_t slot) const {
+  return impl_->t1 + uint64_t{slot} * impl_->welcome.t1_slot_bytes;
+}
+std::byte* Client::MutableSlotData(uint32_t slot) {
+  return impl_->t1 + uint64_t{slot} * impl_->welcome.t1_slot_bytes;
+}
+uint32_t Client::slot_bytes() const { return impl_->welcome.t1_slot_bytes; }
+uint64_t Client::session_id() const { return impl_->welcome.session_id; }
+
+}  // namespace kvtier::client

@@ -1,0 +1,121 @@
+// The kvtier C++ client: what an inference engine links to use a running kvtierd (DESIGN.md "Data
+// flow"; docs/protocol.md is the wire format underneath).
+//
+//   auto client = Client::Connect({.socket_path = "/run/kvtier/kvtierd.sock", .ns = ns});
+//   std::vector<BlockKey> keys = (*client)->KeysFor(prompt_tokens);   // hashing happens here
+//   size_t hit = (*client)->Lookup(keys)->hit_blocks;                 // longest cached prefix
+//   (*client)->GetInto(first_hit_keys, destinations);                 // copies out of T1
+//   (*client)->Put(new_keys, payloads, parent);                       // copies into T1, commits
+//
+// Keys. Every client hashes tokens the same way (index/block_key.h), chained from the root of the
+// namespace it declares, one key per whole block of ns.block_tokens tokens (a partial last block
+// is not cached).
+//
+// Data. The client maps the daemon's T1 segment and copies between its own buffers and T1 slots
+// (host memory here; GPU buffers come with the GPU issue). Put is two-phase: slots are reserved,
+// filled, then committed with their XXH3 checksums, so nobody ever reads a half-written block.
+// A block someone else stored first is skipped (kAlreadyPresent), so a prefix is stored once.
+//
+// Leases. Get leases blocks; their slots stay valid and unchanged until Release (GetInto
+// releases by itself). When the client closes or its process dies, the daemon gives back every
+// lease and every uncommitted put.
+//
+// Errors: absl::Status. Unavailable when the daemon is unreachable or went away; the daemon's
+// Error frame's code and text when it refused us; per-block outcomes are protocol::BlockCode.
+//
+// Thread-safety: every method may be called from any thread; requests are serialised on one
+// connection (open several clients for parallelism).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "client/protocol/record_codec.h"
+#include "common/status.h"
+#include "index/block_index.h"
+#include "index/namespace.h"
+
+namespace kvtier::client {
+
+struct ClientOptions {
+  std::string socket_path;
+  Namespace ns;
+  std::string client_name;  // shows in the daemon's logs
+  // Ring entries and arena bytes to ask for; 0 = the daemon's defaults.
+  uint32_t sq_entries = 0;
+  uint32_t cq_entries = 0;
+  uint32_t arena_bytes = 0;
+  int spin_us = 20;            // how long to poll for a completion before sleeping
+  int timeout_ms = 60 * 1000;  // a request unanswered this long: DeadlineExceeded
+};
+
+struct LookupResult {
+  size_t hit_blocks = 0;        // the longest prefix of the keys cached in some tier
+  std::vector<TierMask> tiers;  // tiers[i] for i < hit_blocks: where block i is
+};
+
+class Client {
+ public:
+  // Connects, says Hello, maps what Welcome hands over. Errors name the socket path.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // One key per whole block of `tokens`, chained from the namespace root (or from `parent`, the
+  // key of the block before tokens[0], to continue a sequence).
+  std::vector<BlockKey> KeysFor(absl::Span<const uint32_t> tokens,
+                                const std::optional<BlockKey>& parent = std::nullopt) const;
+
+  absl::StatusOr<LookupResult> Lookup(absl::Span<const BlockKey> keys);
+  // Leases each block, promoting it into T1 as needed; one result per key (kOk: `slot` and
+  // `payload_bytes` are valid until Release of that key).
+  absl::StatusOr<std::vector<protocol::BlockResult>> Get(absl::Span<const BlockKey> keys);
+  absl::StatusOr<std::vector<protocol::BlockResult>> Release(absl::Span<const BlockKey> keys);
+  // Copies the leading run of blocks that Get found into `destinations` (each at least as large as
+  // its block's payload), releases every lease it took, and returns how many were copied.
+  absl::StatusOr<size_t> GetInto(absl::Span<const BlockKey> keys,
+                                 absl::Span<const absl::Span<std::byte>> destinations);
+  // put_begin, copy each payload into its slot, put_commit with checksums. One code per key:
+  // kOk (stored), kAlreadyPresent, kRetryLater (T1 full now; nothing stored for that key), ...
+  // `parent` is the key of the block before keys[0] (none when keys[0] starts a sequence).
+  absl::StatusOr<std::vector<protocol::BlockCode>> Put(
+      absl::Span<const BlockKey> keys, absl::Span<const absl::Span<const std::byte>> payloads,
+      const std::optional<BlockKey>& parent = std::nullopt);
+  // The two phases of Put, for engines that fill slots themselves (e.g. by DMA from the GPU):
+  // PutBegin reserves a slot per item (kOk), MutableSlotData(slot) is where its payload goes, and
+  // PutCommit publishes it with the payload's XXH3-64 (kBadChecksum: it did not match; discarded).
+  // At most max_batch (1024) items per call.
+  absl::StatusOr<std::vector<protocol::BlockResult>> PutBegin(
+      absl::Span<const protocol::PutBeginItem> items);
+  absl::StatusOr<std::vector<protocol::BlockResult>> PutCommit(
+      absl::Span<const protocol::PutCommitItem> items);
+  std::byte* MutableSlotData(uint32_t slot);
+  absl::StatusOr<std::vector<protocol::BlockResult>> Drop(absl::Span<const BlockKey> keys);
+  absl::StatusOr<protocol::StatsWire> Stats();
+  // A round trip that does nothing (for latency measurements).
+  absl::Status Nop();
+
+  // The bytes of T1 slot `slot`, valid while this client lives (for zero-copy readers).
+  const std::byte* SlotData(uint32_t slot) const;
+  uint32_t slot_bytes() const;
+  uint64_t session_id() const;
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  // One put_begin + copies + put_commit of at most max_batch items.
+  absl::Status PutChunk(absl::Span<const protocol::PutBeginItem> items,
+                        absl::Span<const absl::Span<const std::byte>> payloads,
+                        absl::Span<protocol::BlockCode> codes);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvtier::client

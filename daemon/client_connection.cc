@@ -1,0 +1,162 @@
+#include "daemon/client_connection.h"
+
+#include <poll.h>
+
+#include <chrono>
+#include <deque>
+#include <mutex>
+
+#include "client/protocol/spsc_ring.h"
+#include "daemon/request_dispatch.h"
+
+namespace kvtier {
+namespace internal {
+
+// Completions of requests that finish on other threads (gets), for the worker to post.
+struct CompletionQueue {
+  explicit CompletionQueue(protocol::EventFd wake_fd) : wake(std::move(wake_fd)) {}
+  void Push(const protocol::Completion& completion) {
+    {
+      std::lock_guard lock(mu);
+      done.push_back(completion);
+    }
+    in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    wake.Signal();
+  }
+  std::mutex mu;
+  std::deque<protocol::Completion> done;  // guarded by mu
+  std::atomic<uint32_t> in_flight{0};     // dispatched, completion not yet queued or posted
+  const protocol::EventFd wake;
+};
+
+}  // namespace internal
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kRequestsPerRound = 64;       // then completions are flushed again
+constexpr int kIdleSleepMs = 100;           // longest sleep; a stop or a bell wakes it sooner
+constexpr int kDrainOnStopMs = 5000;        // how long Stop waits for gets in flight
+constexpr int kFullCompletionRingPollMs = 1;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ClientConnection>> ClientConnection::Start(
+    Service& service, std::shared_ptr<Session> session,
+    std::shared_ptr<protocol::ShmRegion> region, protocol::EventFd daemon_bell,
+    protocol::EventFd client_bell, const ClientConnectionOptions& options,
+    std::function<void(const std::string&)> on_fatal) {
+  KVTIER_ASSIGN_OR_RETURN(protocol::EventFd wake, protocol::EventFd::Create());
+  auto queue = std::make_shared<internal::CompletionQueue>(std::move(wake));
+  std::unique_ptr<ClientConnection> c(new ClientConnection(
+      service, std::move(session), std::move(region), std::move(daemon_bell),
+      std::move(client_bell), options, std::move(queue), std::move(on_fatal)));
+  c->worker_ = std::thread([conn = c.get()] { conn->Run(); });
+  return c;
+}
+
+ClientConnection::ClientConnection(Service& service, std::shared_ptr<Session> session,
+                                   std::shared_ptr<protocol::ShmRegion> region,
+                                   protocol::EventFd daemon_bell, protocol::EventFd client_bell,
+                                   const ClientConnectionOptions& options,
+                                   std::shared_ptr<internal::CompletionQueue> queue,
+                                   std::function<void(const std::string&)> on_fatal)
+    : service_(service),
+      session_(std::move(session)),
+      region_(std::move(region)),
+      daemon_bell_(std::move(daemon_bell)),
+      client_bell_(std::move(client_bell)),
+      options_(options),
+      queue_(std::move(queue)),
+      on_fatal_(std::move(on_fatal)) {}
+
+ClientConnection::~ClientConnection() { Stop(); }
+
+void ClientConnection::Stop() {
+  stop_.store(true, std::memory_order_release);
+  queue_->wake.Signal();
+  if (worker_.joinable()) worker_.join();
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kDrainOnStopMs);
+  while (queue_->in_flight.load(std::memory_order_acquire) != 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  service_.Close(*session_);  // gets still in flight release their own leases when they end
+}
+
+void ClientConnection::Fail(const std::string& reason) {
+  stop_.store(true, std::memory_order_release);
+  if (on_fatal_) std::exchange(on_fatal_, nullptr)(reason);
+}
+
+void ClientConnection::Run() {
+  protocol::RingConsumer requests(region_->submission(), &client_bell_);
+  protocol::RingProducer completions(region_->completion(), &client_bell_);
+  RequestDispatcher dispatcher(service_, session_, region_->arena());
+  const uint32_t arena_bytes = region_->layout().arena_bytes;
+  const uint32_t cq_entries = region_->layout().cq_entries;
+  const auto spin = std::chrono::microseconds(options_.spin_us);
+  std::deque<protocol::Completion> pending;  // completions not yet in the ring, in order
+  std::byte record[protocol::kRecordBytes];
+  auto last_work = Clock::now();
+  while (!stop_.load(std::memory_order_acquire)) {
+    bool progress = false;
+    {
+      std::lock_guard lock(queue_->mu);
+      progress = !queue_->done.empty();
+      for (const protocol::Completion& c : queue_->done) pending.push_back(c);
+      queue_->done.clear();
+    }
+    while (!pending.empty()) {
+      protocol::EncodeCompletion(pending.front(), record);
+      absl::StatusOr<bool> pushed = completions.TryPush(record);
+      if (!pushed.ok()) return Fail(std::string(pushed.status().message()));
+      if (!*pushed) break;  // full: the client is behind; it was rung if it sleeps
+      pending.pop_front();
+      progress = true;
+    }
+    for (int i = 0; i < kRequestsPerRound; ++i) {
+      // Never take more requests than the completion ring can hold answers for.
+      if (pending.size() + queue_->in_flight.load(std::memory_order_acquire) >= cq_entries) break;
+      absl::StatusOr<bool> popped = requests.TryPop(record);
+      if (!popped.ok()) return Fail(std::string(popped.status().message()));
+      if (!*popped) break;
+      progress = true;
+      absl::StatusOr<protocol::Request> request =
+          protocol::DecodeRequest(absl::MakeConstSpan(record, sizeof(record)), arena_bytes);
+      if (!request.ok()) {
+        service_.CountInvalidRequest();
+        return Fail(std::string(request.status().message()));
+      }
+      queue_->in_flight.fetch_add(1, std::memory_order_acq_rel);
+      absl::StatusOr<std::optional<protocol::Completion>> done = dispatcher.Dispatch(
+          *request, [queue = queue_](const protocol::Completion& c) { queue->Push(c); });
+      if (!done.ok()) {
+        queue_->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+        service_.CountInvalidRequest();
+        protocol::EncodeCompletion(
+            protocol::EmptyCompletion(*request, protocol::RequestStatus::kInvalid), record);
+        (void)completions.TryPush(record);  // best effort: the connection closes anyway
+        return Fail(std::string(done.status().message()));
+      }
+      if (done->has_value()) {
+        queue_->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+        pending.push_back(**done);
+      }
+    }
+    if (progress) {
+      last_work = Clock::now();
+      continue;
+    }
+    if (Clock::now() - last_work < spin) continue;
+    absl::StatusOr<bool> sleep = requests.PrepareToSleep();
+    if (!sleep.ok()) return Fail(std::string(sleep.status().message()));
+    if (!*sleep) continue;
+    pollfd fds[2] = {{daemon_bell_.fd(), POLLIN, 0}, {queue_->wake.fd(), POLLIN, 0}};
+    (void)::poll(fds, 2, pending.empty() ? kIdleSleepMs : kFullCompletionRingPollMs);
+    requests.EndSleep();
+    daemon_bell_.Drain();
+    queue_->wake.Drain();
+  }
+}
+
+}  // namespace kvtier

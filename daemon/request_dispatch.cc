@@ -1,0 +1,163 @@
+#include "daemon/request_dispatch.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace kvtier {
+
+using protocol::BlockCode;
+using protocol::BlockResult;
+using protocol::Completion;
+using protocol::Op;
+using protocol::Request;
+
+BlockCode ToBlockCode(BlockStatus status) {
+  switch (status) {
+    case BlockStatus::kOk:
+      return BlockCode::kOk;
+    case BlockStatus::kAlreadyPresent:
+      return BlockCode::kAlreadyPresent;
+    case BlockStatus::kRetry:
+      return BlockCode::kRetryLater;
+    case BlockStatus::kNotFound:
+    case BlockStatus::kCorrupt:  // a corrupt copy is dropped: to the client it is a miss
+    case BlockStatus::kInvalid:  // no lease / no open put of that key: "not yours"
+      return BlockCode::kMissing;
+    case BlockStatus::kBusy:
+      return BlockCode::kLeased;
+    case BlockStatus::kBadChecksum:
+      return BlockCode::kBadChecksum;
+    case BlockStatus::kError:
+      break;
+  }
+  return BlockCode::kFailed;
+}
+
+namespace {
+
+BlockResult ResultOf(BlockStatus status, SlotId slot = 0, uint32_t payload_bytes = 0) {
+  const bool has_slot = status == BlockStatus::kOk && slot != kNoSlot;
+  return BlockResult{static_cast<uint32_t>(ToBlockCode(status)), has_slot ? slot : 0,
+                     has_slot ? payload_bytes : 0, 0};
+}
+
+}  // namespace
+
+RequestDispatcher::RequestDispatcher(Service& service, std::shared_ptr<Session> session,
+                                     protocol::ArenaView arena)
+    : service_(service), session_(std::move(session)), arena_(arena) {}
+
+absl::StatusOr<std::optional<Completion>> RequestDispatcher::Dispatch(const Request& request,
+                                                                      AsyncDone async_done) {
+  switch (request.op) {
+    case Op::kNop:
+      return protocol::EmptyCompletion(request, protocol::RequestStatus::kOk);
+    case Op::kLookup:
+      return Lookup(request);
+    case Op::kGet:
+      KVTIER_RETURN_IF_ERROR(Get(request, std::move(async_done)));
+      return std::nullopt;
+    case Op::kPutBegin:
+      return PutBegin(request);
+    case Op::kPutCommit:
+      return PutCommit(request);
+    case Op::kPutAbort:
+    case Op::kRelease:
+    case Op::kDrop:
+      return KeysOp(request);
+    case Op::kStats:
+      return Stats(request);
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("request {}: unknown op {}", request.request_id, static_cast<int>(request.op)));
+}
+
+absl::StatusOr<Completion> RequestDispatcher::Lookup(const Request& request) {
+  KVTIER_RETURN_IF_ERROR(protocol::ReadKeys(arena_, request, &keys_));
+  tiers_.assign(keys_.size(), 0);
+  const size_t n = service_.Lookup(*session_, keys_, absl::MakeSpan(tiers_));
+  for (size_t i = n; i < tiers_.size(); ++i) tiers_[i] = 0;  // past the prefix: unspecified
+  return protocol::WriteLookupResult(arena_, request, static_cast<uint32_t>(n), tiers_);
+}
+
+absl::Status RequestDispatcher::Get(const Request& request, AsyncDone async_done) {
+  if (request.tier != static_cast<uint8_t>(Tier::kT1)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "request {} (get): tier {} cannot be read from; this daemon serves gets from T1 (1)",
+        request.request_id, request.tier));
+  }
+  KVTIER_RETURN_IF_ERROR(protocol::ReadKeys(arena_, request, &keys_));
+  const protocol::ArenaView arena = arena_;
+  service_.Get(session_, keys_,
+               [arena, request, done = std::move(async_done)](std::vector<GetResult> got) {
+                 std::vector<BlockResult> results(got.size());
+                 for (size_t i = 0; i < got.size(); ++i) {
+                   results[i] = ResultOf(got[i].status, got[i].slot, got[i].payload_bytes);
+                 }
+                 done(protocol::WriteBlockResults(arena, request, results));
+               });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Completion> RequestDispatcher::PutBegin(const Request& request) {
+  std::vector<protocol::PutBeginItem> wire;
+  KVTIER_RETURN_IF_ERROR(protocol::ReadPutBegin(arena_, request,
+                                                service_.tiers().t1().slot_bytes(), &wire));
+  std::vector<PutBeginItem> items(wire.size());
+  for (size_t i = 0; i < wire.size(); ++i) {
+    items[i] = PutBeginItem{wire[i].key, wire[i].parent, wire[i].payload_bytes};
+  }
+  std::vector<PutBeginResult> begun = service_.PutBegin(*session_, items);
+  results_.resize(begun.size());
+  for (size_t i = 0; i < begun.size(); ++i) results_[i] = ResultOf(begun[i].status, begun[i].slot);
+  return protocol::WriteBlockResults(arena_, request, results_);
+}
+
+absl::StatusOr<Completion> RequestDispatcher::PutCommit(const Request& request) {
+  std::vector<protocol::PutCommitItem> wire;
+  KVTIER_RETURN_IF_ERROR(protocol::ReadPutCommit(arena_, request, &wire));
+  std::vector<PutCommitItem> items(wire.size());
+  for (size_t i = 0; i < wire.size(); ++i) items[i] = PutCommitItem{wire[i].key, wire[i].checksum};
+  std::vector<BlockStatus> out = service_.PutCommit(*session_, items);
+  results_.resize(out.size());
+  for (size_t i = 0; i < out.size(); ++i) results_[i] = ResultOf(out[i]);
+  return protocol::WriteBlockResults(arena_, request, results_);
+}
+
+absl::StatusOr<Completion> RequestDispatcher::KeysOp(const Request& request) {
+  KVTIER_RETURN_IF_ERROR(protocol::ReadKeys(arena_, request, &keys_));
+  std::vector<BlockStatus> out;
+  if (request.op == Op::kPutAbort) out = service_.PutAbort(*session_, keys_);
+  if (request.op == Op::kRelease) out = service_.Release(*session_, keys_);
+  if (request.op == Op::kDrop) out = service_.Drop(*session_, keys_);
+  results_.resize(out.size());
+  for (size_t i = 0; i < out.size(); ++i) results_[i] = ResultOf(out[i]);
+  return protocol::WriteBlockResults(arena_, request, results_);
+}
+
+Completion RequestDispatcher::Stats(const Request& request) {
+  const ServiceStats s = service_.Stats();
+  const TierManagerStats m = service_.tiers().Stats();
+  const TierStats t1 = service_.tiers().t1().Stats();
+  protocol::StatsWire w{};
+  w.lookups = s.lookups;
+  w.lookup_keys = s.lookup_keys;
+  w.lookup_hit_blocks = s.lookup_hit_blocks;
+  w.gets = s.gets;
+  w.get_blocks = s.get_blocks;
+  w.promotions = m.gets_promoted;
+  w.puts_begun = s.puts_begun;
+  w.puts_committed = s.puts_committed;
+  w.puts_aborted = s.puts_aborted;
+  w.puts_retry = s.puts_retry;
+  w.releases = s.releases;
+  w.drops = s.drops;
+  w.t1_slots_total = t1.capacity_slots;
+  w.t1_slots_free = t1.capacity_slots - t1.used_slots;
+  w.leases_held = service_.leases_held();
+  w.requests_invalid = s.requests_invalid;
+  return protocol::WriteStats(arena_, request, w);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,304 @@
+#include "daemon/server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "client/protocol/fd_passing.h"
+#include "client/protocol/frame_codec.h"
+#include "client/protocol/region_layout.h"
+#include "common/errno_text.h"
+#include "common/log.h"
+
+namespace kvtier {
+namespace {
+
+namespace asio = boost::asio;
+using Local = asio::local::stream_protocol;
+using protocol::FrameHeader;
+
+// A client between accept and Welcome.
+struct Handshake {
+  Handshake(Local::socket s, asio::io_context& io) : socket(std::move(s)), timer(io) {}
+  Local::socket socket;
+  asio::steady_timer timer;
+  ucred cred{};
+  std::array<std::byte, sizeof(FrameHeader)> header{};
+  std::vector<std::byte> payload;
+};
+
+// A client past Welcome.
+struct Connection {
+  explicit Connection(Local::socket s) : socket(std::move(s)) {}
+  Local::socket socket;
+  std::unique_ptr<ClientConnection> data;
+  std::array<std::byte, 1> probe{};
+  std::string who;  // for logs
+};
+
+uint32_t Granted(uint32_t asked, uint32_t fallback, uint32_t most) {
+  return std::min(asked == 0 ? fallback : asked, most);
+}
+
+void SendError(int fd, absl::StatusCode code, const std::string& message) {
+  (void)protocol::SendFrame(fd, protocol::EncodeError(protocol::ErrorFrame{code, message}));
+}
+
+}  // namespace
+
+class Server::Impl {
+ public:
+  Impl(const ServerOptions& options, Service& service)
+      : options_(options), service_(service), acceptor_(io_), guard_(io_.get_executor()) {}
+  absl::Status Bind();
+  void Run() {
+    Accept();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  void Stop();
+  size_t clients() const { return clients_.load(std::memory_order_relaxed); }
+
+ private:
+  void Accept();
+  void OnAccepted(Local::socket socket);
+  bool Allowed(const ucred& cred) const;
+  void ReadHello(const std::shared_ptr<Handshake>& h);
+  void OnHello(const std::shared_ptr<Handshake>& h);
+  absl::Status Welcome(const std::shared_ptr<Handshake>& h, const protocol::Hello& hello);
+  void Watch(uint64_t id);
+  void Close(uint64_t id, const std::string& reason, bool send_error);
+
+  const ServerOptions options_;
+  Service& service_;
+  asio::io_context io_;
+  Local::acceptor acceptor_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::thread thread_;
+  std::map<uint64_t, std::shared_ptr<Connection>> connections_;  // io thread only
+  uint64_t next_id_ = 1;                                          // io thread only
+  std::atomic<size_t> clients_{0};
+  bool stopped_ = false;
+};
+
+absl::Status Server::Impl::Bind() {
+  const std::string& path = options_.socket_path;
+  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "daemon.socket: '{}' must be a path of 1 to {} bytes", path, sizeof(sockaddr_un::sun_path) - 1));
+  }
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          fmt::format("daemon.socket: {} exists and is not a socket; not replacing it", path));
+    }
+    Local::socket probe(io_);
+    boost::system::error_code ec;
+    probe.connect(Local::endpoint(path), ec);
+    if (!ec) {
+      return absl::FailedPreconditionError(
+          fmt::format("daemon.socket: {} is in use: another kvtierd is serving on it", path));
+    }
+    ::unlink(path.c_str());  // stale: left by a daemon that died
+  }
+  boost::system::error_code ec;
+  acceptor_.open(Local(), ec);
+  if (!ec) acceptor_.bind(Local::endpoint(path), ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        fmt::format("daemon.socket: cannot listen on {}: {}", path, ec.message()));
+  }
+  if (::chmod(path.c_str(), options_.socket_mode) != 0) {
+    return absl::FailedPreconditionError(
+        fmt::format("daemon.socket_mode: chmod {:o} {}: {}", options_.socket_mode, path, ErrnoText(errno)));
+  }
+  KVTIER_LOG(kInfo, "server", "listening on {} (mode {:o})", path, options_.socket_mode);
+  return absl::OkStatus();
+}
+
+void Server::Impl::Accept() {
+  acceptor_.async_accept([this](boost::system::error_code ec, Local::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) OnAccepted(std::move(socket));
+    if (ec) KVTIER_LOG(kWarn, "server", "accept failed: {}", ec.message());
+    Accept();
+  });
+}
+
+bool Server::Impl::Allowed(const ucred& cred) const {
+  if (cred.uid == 0 || cred.uid == ::geteuid()) return true;
+  const auto& uids = options_.allowed_uids;
+  const auto& gids = options_.allowed_gids;
+  return std::find(uids.begin(), uids.end(), cred.uid) != uids.end() ||
+         std::find(gids.begin(), gids.end(), cred.gid) != gids.end();
+}
+
+void Server::Impl::OnAccepted(Local::socket socket) {
+  const int fd = socket.native_handle();
+  absl::StatusOr<ucred> cred = protocol::PeerCredentials(fd);
+  if (!cred.ok() || !Allowed(*cred)) {
+    const std::string why =
+        cred.ok() ? fmt::format("uid {} gid {} (pid {}) is not allowed by daemon.allowed_uids / "
+                                "daemon.allowed_gids",
+                                cred->uid, cred->gid, cred->pid)
+                  : std::string(cred.status().message());
+    KVTIER_LOG(kWarn, "server", "refused a client: {}", why);
+    SendError(fd, absl::StatusCode::kPermissionDenied, why);
+    return;  // the socket closes as it goes out of scope
+  }
+  auto h = std::make_shared<Handshake>(std::move(socket), io_);
+  h->cred = *cred;
+  h->timer.expires_after(std::chrono::milliseconds(options_.hello_timeout_ms));
+  h->timer.async_wait([h](boost::system::error_code ec) {
+    if (!ec) h->socket.close();  // no Hello in time: the pending read fails and says so
+  });
+  ReadHello(h);
+}
+
+void Server::Impl::ReadHello(const std::shared_ptr<Handshake>& h) {
+  asio::async_read(h->socket, asio::buffer(h->header), [this, h](boost::system::error_code ec, size_t) {
+    const int fd = h->socket.native_handle();
+    if (ec) {
+      KVTIER_LOG(kWarn, "server", "client pid {} said no Hello: {}", h->cred.pid, ec.message());
+      return;
+    }
+    absl::StatusOr<protocol::FrameInfo> info = protocol::DecodeFrameHeader(h->header);
+    if (info.ok() && info->type != protocol::FrameType::kHello) {
+      info = absl::InvalidArgumentError("the first frame must be Hello");
+    }
+    if (!info.ok()) {
+      KVTIER_LOG(kWarn, "server", "client pid {}: {}", h->cred.pid, std::string(info.status().message()));
+      SendError(fd, info.status().code(), std::string(info.status().message()));
+      return;
+    }
+    h->payload.resize(info->payload_bytes);
+    asio::async_read(h->socket, asio::buffer(h->payload),
+                     [this, h](boost::system::error_code ec2, size_t) {
+                       if (ec2) {
+                         KVTIER_LOG(kWarn, "server", "client pid {}: Hello cut short: {}",
+                                    h->cred.pid, ec2.message());
+                         return;
+                       }
+                       OnHello(h);
+                     });
+  });
+}
+
+void Server::Impl::OnHello(const std::shared_ptr<Handshake>& h) {
+  h->timer.cancel();
+  absl::StatusOr<protocol::Hello> hello = protocol::DecodeHello(h->payload);
+  absl::Status status = hello.ok() ? Welcome(h, *hello) : hello.status();
+  if (!status.ok()) {
+    KVTIER_LOG(kWarn, "server", "client pid {} refused: {}", h->cred.pid, std::string(status.message()));
+    SendError(h->socket.native_handle(), status.code(), std::string(status.message()));
+  }
+}
+
+absl::Status Server::Impl::Welcome(const std::shared_ptr<Handshake>& h,
+                                   const protocol::Hello& hello) {
+  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, service_.Open(hello.ns));
+  KVTIER_ASSIGN_OR_RETURN(
+      protocol::RegionLayout layout,
+      protocol::ComputeLayout(Granted(hello.sq_entries, options_.sq_entries, protocol::kMaxRingEntries),
+                              Granted(hello.cq_entries, options_.cq_entries, protocol::kMaxRingEntries),
+                              Granted(hello.arena_bytes, options_.arena_bytes, protocol::kMaxArenaBytes)));
+  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<protocol::ShmRegion> region,
+                          protocol::ShmRegion::Create(layout));
+  KVTIER_ASSIGN_OR_RETURN(protocol::EventFd daemon_bell, protocol::EventFd::Create());
+  KVTIER_ASSIGN_OR_RETURN(protocol::EventFd client_bell, protocol::EventFd::Create());
+  const HostTier& t1 = service_.tiers().t1();
+  const protocol::Welcome welcome{session->id(), t1.size(), t1.slot_bytes(), t1.capacity_slots(),
+                                  protocol::kMaxBatchKeys, layout};
+  const int fds[] = {t1.fd(), region->fd(), daemon_bell.fd(), client_bell.fd()};
+  KVTIER_RETURN_IF_ERROR(
+      protocol::SendFrame(h->socket.native_handle(), protocol::EncodeWelcome(welcome), fds));
+  const uint64_t id = next_id_++;
+  auto conn = std::make_shared<Connection>(std::move(h->socket));
+  conn->who = fmt::format("client {} (pid {} uid {}, '{}', model '{}')", id, h->cred.pid,
+                          h->cred.uid, hello.client_name, hello.ns.model_id);
+  KVTIER_ASSIGN_OR_RETURN(
+      conn->data,
+      ClientConnection::Start(service_, session, std::move(region), std::move(daemon_bell),
+                              std::move(client_bell), options_.connection,
+                              [this, id](const std::string& reason) {
+                                asio::post(io_, [this, id, reason] { Close(id, reason, true); });
+                              }));
+  connections_[id] = conn;
+  clients_.fetch_add(1, std::memory_order_relaxed);
+  KVTIER_LOG(kInfo, "server", "{} connected: rings {}/{}, arena {} bytes", conn->who,
+             layout.sq_entries, layout.cq_entries, layout.arena_bytes);
+  Watch(id);
+  return absl::OkStatus();
+}
+
+void Server::Impl::Watch(uint64_t id) {
+  const std::shared_ptr<Connection>& conn = connections_.at(id);
+  conn->socket.async_read_some(
+      asio::buffer(conn->probe), [this, id](boost::system::error_code ec, size_t n) {
+        if (ec == asio::error::operation_aborted) return;
+        if (n > 0) return Close(id, "sent bytes after Hello (not in protocol version 1)", true);
+        Close(id, ec == asio::error::eof ? "closed the connection" : ec.message(), false);
+      });
+}
+
+void Server::Impl::Close(uint64_t id, const std::string& reason, bool send_error) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  std::shared_ptr<Connection> conn = it->second;
+  connections_.erase(it);
+  if (send_error) {
+    SendError(conn->socket.native_handle(), absl::StatusCode::kInvalidArgument, reason);
+  }
+  boost::system::error_code ignored;
+  conn->socket.close(ignored);
+  const size_t leases = conn->data->session().leases_held();
+  conn->data.reset();  // stops the worker, then the session gives back leases and open puts
+  clients_.fetch_sub(1, std::memory_order_relaxed);
+  if (send_error) {
+    KVTIER_LOG(kWarn, "server", "{} closed: {} ({} leases given back)", conn->who, reason, leases);
+  } else {
+    KVTIER_LOG(kInfo, "server", "{} closed: {} ({} leases given back)", conn->who, reason, leases);
+  }
+}
+
+void Server::Impl::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  std::promise<void> done;
+  asio::post(io_, [this, &done] {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    while (!connections_.empty()) Close(connections_.begin()->first, "daemon stopping", false);
+    guard_.reset();
+    done.set_value();
+  });
+  if (thread_.joinable()) {
+    done.get_future().wait();
+    io_.stop();
+    thread_.join();
+  }
+  ::unlink(options_.socket_path.c_str());
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
+                                                      Service& service) {
+  auto impl = std::make_unique<Impl>(options, service);
+  KVTIER_RETURN_IF_ERROR(impl->Bind());
+  impl->Run();
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() { Stop(); }
+void Server::Stop() { impl_->Stop(); }
+size_t Server::clients() const { return impl_->clients(); }
+
+}  // namespace kvtier

@@ -1,0 +1,70 @@
+// Server: kvtierd's control plane (DESIGN.md "Process model and protocol"). A Unix-domain stream
+// socket served with Boost.Asio on one thread:
+//
+//   accept -> SO_PEERCRED against the allowed uids/gids -> Hello (namespace, ring sizes) ->
+//   a session, a shared region and two doorbells -> Welcome with 4 fds over SCM_RIGHTS ->
+//   the client's data plane runs on its own worker (client_connection.h).
+//
+// After Welcome the socket carries nothing more in this protocol version: the daemon watches it
+// only to learn that the client is gone (end of stream, however the process died), and then
+// closes the client's session, which gives back its leases and open puts. Any bytes the client
+// sends after Hello, a Hello that does not decode, a client that is not allowed, or one too slow
+// to say Hello get an Error frame with the reason, a log line, and a closed socket; other clients
+// never notice.
+//
+// Access. A peer is allowed if its uid is the daemon's own, 0, or in allowed_uids, or its gid is in
+// allowed_gids; the socket file's mode (socket_mode) is a second fence. Whoever is allowed is
+// trusted with the T1 memory it maps (docs/protocol.md "Trust and isolation").
+//
+// Thread-safety: Start/Stop from one thread; clients() from any.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/client_connection.h"
+#include "daemon/service.h"
+
+namespace kvtier {
+
+struct ServerOptions {
+  std::string socket_path;      // created at start; a stale socket file is replaced
+  uint32_t socket_mode = 0660;  // file mode of the socket
+  std::vector<uid_t> allowed_uids;
+  std::vector<gid_t> allowed_gids;
+  // Ring and arena sizes a client gets when its Hello asks for 0; what it asks for is capped at
+  // the protocol's maxima (client/protocol/wire_format.h).
+  uint32_t sq_entries = 256;
+  uint32_t cq_entries = 256;
+  uint32_t arena_bytes = 2u << 20;
+  int hello_timeout_ms = 5000;  // a client must say Hello within this
+  ClientConnectionOptions connection;
+};
+
+class Server {
+ public:
+  // Binds the socket (an error names the path: in use by a live daemon, no permission, too long)
+  // and starts serving on a thread of its own.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
+                                                       Service& service);
+  // Stop().
+  ~Server();
+  // Stops accepting, closes every client (each after its gets in flight finish), removes the
+  // socket file, and joins the serving thread. Idempotent.
+  void Stop();
+  // Clients past Welcome and not yet closed.
+  size_t clients() const;
+
+  class Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvtier

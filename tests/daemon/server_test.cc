@@ -1,0 +1,236 @@
+// The server and the C++ client over a real Unix socket, real shared memory and real tiers: put and
+// get with data verified, store-once across clients, namespaces, clients that die holding leases
+// and open puts, a client that is not allowed, and malformed records from a hand-made client.
+#include "daemon/server.h"
+
+#include <signal.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "client/kvtier_client.h"
+#include "client/protocol/fd_passing.h"
+#include "client/protocol/frame_codec.h"
+#include "client/protocol/spsc_ring.h"
+#include "tests/tiers/tier_manager_test_util.h"
+
+namespace kvtier {
+namespace {
+
+using protocol::BlockCode;
+using testing::TempDir;
+
+Namespace Ns(const std::string& salt = "") {
+  Namespace ns;
+  ns.model_id = "test-model";
+  ns.block_tokens = 4;
+  ns.cache_salt = salt;
+  return ns;
+}
+
+std::vector<std::byte> Payload(uint64_t i, size_t bytes) {
+  std::vector<std::byte> p(bytes);
+  testing::FillPayload(i, reinterpret_cast<uint8_t*>(p.data()), bytes);
+  return p;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(0660); }
+
+  void Start(uint32_t mode) {
+    server_.reset();
+    service_.reset();
+    tiers_.reset();
+    auto m = TierManager::Create(testing::ManagerOptions(64, tmp_.Sub("t2"), 256));
+    ASSERT_TRUE(m.ok()) << m.status();
+    tiers_ = std::move(*m);
+    scope_ = std::make_unique<KeyScope>(*KeyScope::Load(""));
+    service_ = std::make_unique<Service>(*tiers_, *scope_, nullptr);
+    ServerOptions o;
+    o.socket_path = tmp_.path() + "/kvtierd.sock";
+    o.socket_mode = mode;
+    auto s = Server::Start(o, *service_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+  }
+
+  std::unique_ptr<client::Client> Connect(const Namespace& ns = Ns()) {
+    auto c = client::Client::Connect({tmp_.path() + "/kvtierd.sock", ns, "test"});
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  // Keys of `blocks` blocks of tokens starting at `first_token`.
+  static std::vector<BlockKey> Keys(client::Client& c, uint32_t blocks, uint32_t first_token = 0) {
+    std::vector<uint32_t> tokens(blocks * 4);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = first_token + static_cast<uint32_t>(i);
+    return c.KeysFor(tokens);
+  }
+
+  std::vector<BlockCode> PutAll(client::Client& c, const std::vector<BlockKey>& keys) {
+    std::vector<std::vector<std::byte>> data;
+    std::vector<absl::Span<const std::byte>> spans;
+    for (size_t i = 0; i < keys.size(); ++i) data.push_back(Payload(i, 1000 + i * 37));
+    for (const auto& d : data) spans.emplace_back(d);
+    auto codes = c.Put(keys, spans);
+    EXPECT_TRUE(codes.ok()) << codes.status();
+    return codes.ok() ? *codes : std::vector<BlockCode>{};
+  }
+
+  void WaitForClients(size_t n) {
+    for (int i = 0; i < 2000 && server_->clients() != n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(server_->clients(), n);
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<TierManager> tiers_;
+  std::unique_ptr<KeyScope> scope_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerTest, PutThenGetReturnsTheSameBytes) {
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  const std::vector<BlockKey> keys = Keys(*c, 20);
+  EXPECT_EQ(PutAll(*c, keys), std::vector<BlockCode>(20, BlockCode::kOk));
+  auto hit = c->Lookup(keys);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_EQ(hit->hit_blocks, 20u);
+  std::vector<std::vector<std::byte>> out(20, std::vector<std::byte>(c->slot_bytes()));
+  std::vector<absl::Span<std::byte>> dst(out.begin(), out.end());
+  auto copied = c->GetInto(keys, dst);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(*copied, 20u);
+  for (size_t i = 0; i < 20; ++i) {
+    const auto want = Payload(i, 1000 + i * 37);
+    EXPECT_EQ(std::memcmp(out[i].data(), want.data(), want.size()), 0) << i;
+  }
+  EXPECT_EQ(service_->leases_held(), 0u);
+  auto stats = c->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->puts_committed, 20u);
+  EXPECT_EQ(stats->lookup_hit_blocks, 20u);
+}
+
+TEST_F(ServerTest, TwoClientsStoringOnePrefixStoreItOnceAndNamespacesAreApart) {
+  auto a = Connect(), b = Connect(), other = Connect(Ns("tenant-2"));
+  const std::vector<BlockKey> keys = Keys(*a, 8);
+  EXPECT_EQ(PutAll(*a, keys), std::vector<BlockCode>(8, BlockCode::kOk));
+  EXPECT_EQ(PutAll(*b, keys), std::vector<BlockCode>(8, BlockCode::kAlreadyPresent));
+  EXPECT_EQ(tiers_->t1().Stats().used_slots, 8u);
+  EXPECT_EQ(b->Lookup(keys)->hit_blocks, 8u);
+  EXPECT_EQ(other->Lookup(keys)->hit_blocks, 0u);  // the same raw keys name nothing there
+  EXPECT_EQ((*other->Get(keys))[0].code, static_cast<uint32_t>(BlockCode::kMissing));
+}
+
+TEST_F(ServerTest, AClientKilledMidGetAndMidPutLeavesNoLeaseAndNoPartialBlock) {
+  auto a = Connect();
+  const std::vector<BlockKey> keys = Keys(*a, 4);
+  ASSERT_EQ(PutAll(*a, keys), std::vector<BlockCode>(4, BlockCode::kOk));
+  const uint64_t used = tiers_->t1().Stats().used_slots;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto c = client::Client::Connect({tmp_.path() + "/kvtierd.sock", Ns(), "doomed"});
+    if (!c.ok() || !(*c)->Get(keys).ok()) ::_exit(1);
+    // An open put: put_begin done, payload half written, never committed.
+    const std::vector<BlockKey> more = (*c)->KeysFor(std::vector<uint32_t>(8, 7));
+    auto begun = (*c)->PutBegin(std::vector<protocol::PutBeginItem>{{more[0], std::nullopt, 4096}});
+    if (!begun.ok() || (*begun)[0].code != 0) ::_exit(2);
+    std::memset((*c)->MutableSlotData((*begun)[0].slot), 0x5a, 100);
+    ::kill(::getpid(), SIGKILL);  // leases held, a put open: as a crash would leave them
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "child exited " << WEXITSTATUS(status);
+  WaitForClients(1);
+  EXPECT_EQ(service_->leases_held(), 0u);
+  EXPECT_EQ(tiers_->t1().Stats().used_slots, used);
+  EXPECT_TRUE(a->Drop(keys).ok());  // not leased any more: drop works
+}
+
+TEST_F(ServerTest, AClientWhoseUidIsNotAllowedIsRefused) {
+  Start(0666);  // the file mode lets anyone connect: SO_PEERCRED must refuse
+  ASSERT_EQ(::chmod(tmp_.path().c_str(), 0755), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    auto c = client::Client::Connect({tmp_.path() + "/kvtierd.sock", Ns(), "intruder"});
+    if (!c.ok() && c.status().code() == absl::StatusCode::kPermissionDenied) ::_exit(0);
+    std::fprintf(stderr, "child: %s\n", c.status().ToString().c_str());
+    ::_exit(1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "cannot switch to uid 65534 here";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(server_->clients(), 0u);
+}
+
+// A hand-made client: handshake by the book, then whatever bytes it likes on the ring.
+struct RawClient {
+  protocol::UniqueFd socket;
+  std::unique_ptr<protocol::ShmRegion> region;
+  std::unique_ptr<protocol::EventFd> daemon_bell, client_bell;
+};
+
+RawClient ConnectRaw(const std::string& path) {
+  RawClient raw;
+  raw.socket.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  EXPECT_EQ(::connect(raw.socket.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  auto hello = protocol::EncodeHello(protocol::Hello{Ns(), "raw"});
+  EXPECT_TRUE(protocol::SendFrame(raw.socket.get(), *hello).ok());
+  auto welcome_frame = protocol::RecvFrame(raw.socket.get(), protocol::kWelcomeFdCount);
+  EXPECT_TRUE(welcome_frame.ok()) << welcome_frame.status();
+  auto welcome = protocol::DecodeWelcome(welcome_frame->payload);
+  raw.region = *protocol::ShmRegion::Map(std::move(welcome_frame->fds[protocol::kFdRegion]),
+                                         welcome->layout);
+  raw.daemon_bell =
+      std::make_unique<protocol::EventFd>(std::move(welcome_frame->fds[protocol::kFdDaemonBell]));
+  raw.client_bell =
+      std::make_unique<protocol::EventFd>(std::move(welcome_frame->fds[protocol::kFdClientBell]));
+  return raw;
+}
+
+TEST_F(ServerTest, MalformedRecordsCloseOnlyThatClient) {
+  auto good = Connect();
+  const std::vector<BlockKey> keys = Keys(*good, 2);
+  ASSERT_EQ(PutAll(*good, keys), std::vector<BlockCode>(2, BlockCode::kOk));
+  const std::vector<std::function<void(std::byte*)>> corruptions = {
+      [](std::byte* r) { std::memset(r, 0xAB, protocol::kRecordBytes); },  // garbage
+      [](std::byte* r) { r[2] = std::byte{9}; },                             // bad version
+      [](std::byte* r) { r[3] = std::byte{200}; },                           // unknown op
+      [](std::byte* r) { std::memset(r + 24, 0xFF, 4); },                    // arg offset out of range
+      [](std::byte* r) { r[16] = std::byte{0xFF}; r[17] = std::byte{0xFF}; },  // count too large
+  };
+  for (size_t k = 0; k < corruptions.size(); ++k) {
+    RawClient raw = ConnectRaw(tmp_.path() + "/kvtierd.sock");
+    WaitForClients(2);
+    protocol::Request request{protocol::Op::kLookup, 1, 1, 0, {0, 16}, {16, 8}};
+    std::byte record[protocol::kRecordBytes];
+    protocol::EncodeRequest(request, record);
+    corruptions[k](record);
+    protocol::RingProducer producer(raw.region->submission(), raw.daemon_bell.get());
+    ASSERT_TRUE(*producer.TryPush(record));
+    auto frame = protocol::RecvFrame(raw.socket.get(), 0);  // the daemon's Error, then EOF
+    ASSERT_TRUE(frame.ok()) << "corruption " << k << ": " << frame.status();
+    EXPECT_EQ(frame->info.type, protocol::FrameType::kError) << k;
+    WaitForClients(1);
+    EXPECT_EQ(good->Lookup(keys)->hit_blocks, 2u) << k;  // the others go on
+  }
+  EXPECT_GE(service_->Stats().requests_invalid, corruptions.size());
+}
+
+}  // namespace
+}  // namespace kvtier
