@@ -1,3 +1,5 @@
+#include "client/client_impl.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -9,7 +11,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "client/client_impl.h"
 #include "client/protocol/fd_passing.h"
 #include "common/errno_text.h"
 
@@ -71,8 +72,8 @@ absl::Status Client::Impl::Handshake() {
                                                   reply.fds.size(), protocol::kWelcomeFdCount));
   }
   KVTIER_RETURN_IF_ERROR(MapTier(std::move(reply.fds[protocol::kFdT1Segment])));
-  KVTIER_ASSIGN_OR_RETURN(region, protocol::ShmRegion::Map(std::move(reply.fds[protocol::kFdRegion]),
-                                                           welcome.layout));
+  KVTIER_ASSIGN_OR_RETURN(
+      region, protocol::ShmRegion::Map(std::move(reply.fds[protocol::kFdRegion]), welcome.layout));
   daemon_bell = std::make_unique<protocol::EventFd>(std::move(reply.fds[protocol::kFdDaemonBell]));
   client_bell = std::make_unique<protocol::EventFd>(std::move(reply.fds[protocol::kFdClientBell]));
   requests = std::make_unique<protocol::RingProducer>(region->submission(), daemon_bell.get());
@@ -112,9 +113,10 @@ absl::StatusOr<protocol::Completion> Client::Impl::Do(const Call& call, protocol
   KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, Await(r.request_id));
   if (done.status != protocol::RequestStatus::kOk) {
     absl::Status gone = WhyGone();
-    return gone.ok() ? absl::InternalError(fmt::format("kvtierd failed request {} ({})",
-                                                       r.request_id, protocol::OpName(uint8_t(r.op))))
-                     : gone;
+    return gone.ok()
+               ? absl::InternalError(fmt::format("kvtierd failed request {} ({})", r.request_id,
+                                                 protocol::OpName(uint8_t(r.op))))
+               : gone;
   }
   return done;
 }
@@ -137,8 +139,8 @@ absl::StatusOr<protocol::Completion> Client::Impl::Await(uint64_t request_id) {
     const auto waited = Clock::now() - start;
     if (waited < spin) continue;
     if (waited > std::chrono::milliseconds(options.timeout_ms)) {
-      return absl::DeadlineExceededError(
-          fmt::format("kvtierd did not answer request {} in {} ms", request_id, options.timeout_ms));
+      return absl::DeadlineExceededError(fmt::format("kvtierd did not answer request {} in {} ms",
+                                                     request_id, options.timeout_ms));
     }
     KVTIER_ASSIGN_OR_RETURN(bool sleep, completions->PrepareToSleep());
     if (!sleep) continue;
@@ -156,7 +158,8 @@ absl::Status Client::Impl::WhyGone() {
   absl::StatusOr<protocol::ReceivedFrame> frame = protocol::RecvFrame(socket.get(), 0);
   if (frame.ok() && frame->info.type == protocol::FrameType::kError) {
     absl::StatusOr<protocol::ErrorFrame> error = protocol::DecodeError(frame->payload);
-    if (error.ok()) return absl::Status(error->code, "kvtierd closed the connection: " + error->message);
+    if (error.ok())
+      return absl::Status(error->code, "kvtierd closed the connection: " + error->message);
   }
   return absl::UnavailableError("kvtierd closed the connection");
 }

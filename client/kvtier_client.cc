@@ -52,19 +52,23 @@ absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
   out.tiers.resize(keys.size());
   std::vector<uint8_t> tiers;
   bool whole = true;
-  const absl::Status chunked = (Chunked(keys.size(), impl_->welcome.max_batch, [&](size_t off, size_t n) {
-    if (!whole) return absl::OkStatus();  // the prefix ended in an earlier chunk
-    const auto chunk = keys.subspan(off, n);
-    Impl::Call call{Op::kLookup, static_cast<uint32_t>(n), 0,
-                    [&](protocol::ArenaView a, protocol::ArenaRange r) { protocol::WriteKeys(a, r, chunk); }};
-    protocol::Request sent;
-    KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
-    KVTIER_RETURN_IF_ERROR(protocol::ReadLookupResult(impl_->region->arena(), sent, done, &tiers));
-    std::copy(tiers.begin(), tiers.begin() + done.count, out.tiers.begin() + off);
-    out.hit_blocks += done.count;
-    whole = done.count == n;
-    return absl::OkStatus();
-  }));
+  const absl::Status chunked =
+      (Chunked(keys.size(), impl_->welcome.max_batch, [&](size_t off, size_t n) {
+        if (!whole) return absl::OkStatus();  // the prefix ended in an earlier chunk
+        const auto chunk = keys.subspan(off, n);
+        Impl::Call call{Op::kLookup, static_cast<uint32_t>(n), 0,
+                        [&](protocol::ArenaView a, protocol::ArenaRange r) {
+                          protocol::WriteKeys(a, r, chunk);
+                        }};
+        protocol::Request sent;
+        KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
+        KVTIER_RETURN_IF_ERROR(
+            protocol::ReadLookupResult(impl_->region->arena(), sent, done, &tiers));
+        std::copy(tiers.begin(), tiers.begin() + done.count, out.tiers.begin() + off);
+        out.hit_blocks += done.count;
+        whole = done.count == n;
+        return absl::OkStatus();
+      }));
   if (!chunked.ok()) return chunked;
   out.tiers.resize(out.hit_blocks);
   return out;
@@ -76,20 +80,21 @@ absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
                                                   absl::Span<const BlockKey> keys) {
   std::vector<BlockResult> out, chunk_out;
   const protocol::SessionLimits limits{impl.welcome.t1_slots, impl.welcome.t1_slot_bytes};
-  const absl::Status chunked = (Chunked(keys.size(), impl.welcome.max_batch, [&](size_t off, size_t n) {
-    const auto chunk = keys.subspan(off, n);
-    Client::Impl::Call call{op, static_cast<uint32_t>(n),
-                            static_cast<uint8_t>(op == Op::kGet ? 1 : 0),
-                            [&](protocol::ArenaView a, protocol::ArenaRange r) {
-                              protocol::WriteKeys(a, r, chunk);
-                            }};
-    protocol::Request sent;
-    KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl.Do(call, &sent));
-    KVTIER_RETURN_IF_ERROR(
-        protocol::ReadBlockResults(impl.region->arena(), sent, done, limits, &chunk_out));
-    out.insert(out.end(), chunk_out.begin(), chunk_out.end());
-    return absl::OkStatus();
-  }));
+  const absl::Status chunked =
+      (Chunked(keys.size(), impl.welcome.max_batch, [&](size_t off, size_t n) {
+        const auto chunk = keys.subspan(off, n);
+        Client::Impl::Call call{op, static_cast<uint32_t>(n),
+                                static_cast<uint8_t>(op == Op::kGet ? 1 : 0),
+                                [&](protocol::ArenaView a, protocol::ArenaRange r) {
+                                  protocol::WriteKeys(a, r, chunk);
+                                }};
+        protocol::Request sent;
+        KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl.Do(call, &sent));
+        KVTIER_RETURN_IF_ERROR(
+            protocol::ReadBlockResults(impl.region->arena(), sent, done, limits, &chunk_out));
+        out.insert(out.end(), chunk_out.begin(), chunk_out.end());
+        return absl::OkStatus();
+      }));
   if (!chunked.ok()) return chunked;
   return out;
 }
@@ -137,10 +142,11 @@ absl::StatusOr<std::vector<BlockCode>> Client::Put(
     begin[i] = protocol::PutBeginItem{keys[i], p, static_cast<uint32_t>(payloads[i].size())};
   }
   std::vector<BlockCode> codes(keys.size(), BlockCode::kFailed);
-  const absl::Status chunked = (Chunked(keys.size(), impl_->welcome.max_batch, [&](size_t off, size_t n) {
-    return PutChunk(absl::MakeConstSpan(begin).subspan(off, n), payloads.subspan(off, n),
-                    absl::MakeSpan(codes).subspan(off, n));
-  }));
+  const absl::Status chunked =
+      (Chunked(keys.size(), impl_->welcome.max_batch, [&](size_t off, size_t n) {
+        return PutChunk(absl::MakeConstSpan(begin).subspan(off, n), payloads.subspan(off, n),
+                        absl::MakeSpan(codes).subspan(off, n));
+      }));
   if (!chunked.ok()) return chunked;
   return codes;
 }
@@ -148,14 +154,14 @@ absl::StatusOr<std::vector<BlockCode>> Client::Put(
 absl::StatusOr<std::vector<BlockResult>> Client::PutBegin(
     absl::Span<const protocol::PutBeginItem> items) {
   const protocol::SessionLimits limits{impl_->welcome.t1_slots, impl_->welcome.t1_slot_bytes};
-  Impl::Call call{Op::kPutBegin, static_cast<uint32_t>(items.size()), 0,
-                  [&](protocol::ArenaView a, protocol::ArenaRange r) {
-                    protocol::WritePutBegin(a, r, items);
-                  }};
+  Impl::Call call{
+      Op::kPutBegin, static_cast<uint32_t>(items.size()), 0,
+      [&](protocol::ArenaView a, protocol::ArenaRange r) { protocol::WritePutBegin(a, r, items); }};
   protocol::Request sent;
   KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
   std::vector<BlockResult> out;
-  KVTIER_RETURN_IF_ERROR(protocol::ReadBlockResults(impl_->region->arena(), sent, done, limits, &out));
+  KVTIER_RETURN_IF_ERROR(
+      protocol::ReadBlockResults(impl_->region->arena(), sent, done, limits, &out));
   return out;
 }
 
@@ -169,7 +175,8 @@ absl::StatusOr<std::vector<BlockResult>> Client::PutCommit(
   protocol::Request sent;
   KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
   std::vector<BlockResult> out;
-  KVTIER_RETURN_IF_ERROR(protocol::ReadBlockResults(impl_->region->arena(), sent, done, limits, &out));
+  KVTIER_RETURN_IF_ERROR(
+      protocol::ReadBlockResults(impl_->region->arena(), sent, done, limits, &out));
   return out;
 }
 

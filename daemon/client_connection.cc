@@ -34,23 +34,22 @@ struct CompletionQueue {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kRequestsPerRound = 64;       // then completions are flushed again
-constexpr int kIdleSleepMs = 100;           // longest sleep; a stop or a bell wakes it sooner
-constexpr int kDrainOnStopMs = 5000;        // how long Stop waits for gets in flight
+constexpr int kRequestsPerRound = 64;  // then completions are flushed again
+constexpr int kIdleSleepMs = 100;      // longest sleep; a stop or a bell wakes it sooner
+constexpr int kDrainOnStopMs = 5000;   // how long Stop waits for gets in flight
 constexpr int kFullCompletionRingPollMs = 1;
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ClientConnection>> ClientConnection::Start(
-    Service& service, std::shared_ptr<Session> session,
-    std::shared_ptr<protocol::ShmRegion> region, protocol::EventFd daemon_bell,
-    protocol::EventFd client_bell, const ClientConnectionOptions& options,
-    std::function<void(const std::string&)> on_fatal) {
+    Service& service, std::shared_ptr<Session> session, std::shared_ptr<protocol::ShmRegion> region,
+    protocol::EventFd daemon_bell, protocol::EventFd client_bell,
+    const ClientConnectionOptions& options, std::function<void(const std::string&)> on_fatal) {
   KVTIER_ASSIGN_OR_RETURN(protocol::EventFd wake, protocol::EventFd::Create());
   auto queue = std::make_shared<internal::CompletionQueue>(std::move(wake));
-  std::unique_ptr<ClientConnection> c(new ClientConnection(
-      service, std::move(session), std::move(region), std::move(daemon_bell),
-      std::move(client_bell), options, std::move(queue), std::move(on_fatal)));
+  std::unique_ptr<ClientConnection> c(
+      new ClientConnection(service, std::move(session), std::move(region), std::move(daemon_bell),
+                           std::move(client_bell), options, std::move(queue), std::move(on_fatal)));
   c->worker_ = std::thread([conn = c.get()] { conn->Run(); });
   return c;
 }

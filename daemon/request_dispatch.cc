@@ -102,8 +102,8 @@ absl::Status RequestDispatcher::Get(const Request& request, AsyncDone async_done
 
 absl::StatusOr<Completion> RequestDispatcher::PutBegin(const Request& request) {
   std::vector<protocol::PutBeginItem> wire;
-  KVTIER_RETURN_IF_ERROR(protocol::ReadPutBegin(arena_, request,
-                                                service_.tiers().t1().slot_bytes(), &wire));
+  KVTIER_RETURN_IF_ERROR(
+      protocol::ReadPutBegin(arena_, request, service_.tiers().t1().slot_bytes(), &wire));
   std::vector<PutBeginItem> items(wire.size());
   for (size_t i = 0; i < wire.size(); ++i) {
     items[i] = PutBeginItem{wire[i].key, wire[i].parent, wire[i].payload_bytes};

@@ -24,8 +24,7 @@ class RequestDispatcher {
  public:
   using AsyncDone = std::function<void(const protocol::Completion&)>;
 
-  RequestDispatcher(Service& service, std::shared_ptr<Session> session,
-                    protocol::ArenaView arena);
+  RequestDispatcher(Service& service, std::shared_ptr<Session> session, protocol::ArenaView arena);
 
   // The completion of `request`, or nullopt when it completes later through `async_done` (get).
   // InvalidArgument, naming the request, for arguments that do not decode.

@@ -82,7 +82,7 @@ class Server::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> guard_;
   std::thread thread_;
   std::map<uint64_t, std::shared_ptr<Connection>> connections_;  // io thread only
-  uint64_t next_id_ = 1;                                          // io thread only
+  uint64_t next_id_ = 1;                                         // io thread only
   std::atomic<size_t> clients_{0};
   bool stopped_ = false;
 };
@@ -90,8 +90,9 @@ class Server::Impl {
 absl::Status Server::Impl::Bind() {
   const std::string& path = options_.socket_path;
   if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return absl::InvalidArgumentError(fmt::format(
-        "daemon.socket: '{}' must be a path of 1 to {} bytes", path, sizeof(sockaddr_un::sun_path) - 1));
+    return absl::InvalidArgumentError(
+        fmt::format("daemon.socket: '{}' must be a path of 1 to {} bytes", path,
+                    sizeof(sockaddr_un::sun_path) - 1));
   }
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) {
@@ -117,8 +118,8 @@ absl::Status Server::Impl::Bind() {
         fmt::format("daemon.socket: cannot listen on {}: {}", path, ec.message()));
   }
   if (::chmod(path.c_str(), options_.socket_mode) != 0) {
-    return absl::FailedPreconditionError(
-        fmt::format("daemon.socket_mode: chmod {:o} {}: {}", options_.socket_mode, path, ErrnoText(errno)));
+    return absl::FailedPreconditionError(fmt::format("daemon.socket_mode: chmod {:o} {}: {}",
+                                                     options_.socket_mode, path, ErrnoText(errno)));
   }
   KVTIER_LOG(kInfo, "server", "listening on {} (mode {:o})", path, options_.socket_mode);
   return absl::OkStatus();
@@ -146,9 +147,10 @@ void Server::Impl::OnAccepted(Local::socket socket) {
   absl::StatusOr<ucred> cred = protocol::PeerCredentials(fd);
   if (!cred.ok() || !Allowed(*cred)) {
     const std::string why =
-        cred.ok() ? fmt::format("uid {} gid {} (pid {}) is not allowed by daemon.allowed_uids / "
-                                "daemon.allowed_gids",
-                                cred->uid, cred->gid, cred->pid)
+        cred.ok() ? fmt::format(
+                        "uid {} gid {} (pid {}) is not allowed by daemon.allowed_uids / "
+                        "daemon.allowed_gids",
+                        cred->uid, cred->gid, cred->pid)
                   : std::string(cred.status().message());
     KVTIER_LOG(kWarn, "server", "refused a client: {}", why);
     SendError(fd, absl::StatusCode::kPermissionDenied, why);
@@ -164,32 +166,34 @@ void Server::Impl::OnAccepted(Local::socket socket) {
 }
 
 void Server::Impl::ReadHello(const std::shared_ptr<Handshake>& h) {
-  asio::async_read(h->socket, asio::buffer(h->header), [this, h](boost::system::error_code ec, size_t) {
-    const int fd = h->socket.native_handle();
-    if (ec) {
-      KVTIER_LOG(kWarn, "server", "client pid {} said no Hello: {}", h->cred.pid, ec.message());
-      return;
-    }
-    absl::StatusOr<protocol::FrameInfo> info = protocol::DecodeFrameHeader(h->header);
-    if (info.ok() && info->type != protocol::FrameType::kHello) {
-      info = absl::InvalidArgumentError("the first frame must be Hello");
-    }
-    if (!info.ok()) {
-      KVTIER_LOG(kWarn, "server", "client pid {}: {}", h->cred.pid, std::string(info.status().message()));
-      SendError(fd, info.status().code(), std::string(info.status().message()));
-      return;
-    }
-    h->payload.resize(info->payload_bytes);
-    asio::async_read(h->socket, asio::buffer(h->payload),
-                     [this, h](boost::system::error_code ec2, size_t) {
-                       if (ec2) {
-                         KVTIER_LOG(kWarn, "server", "client pid {}: Hello cut short: {}",
-                                    h->cred.pid, ec2.message());
-                         return;
-                       }
-                       OnHello(h);
-                     });
-  });
+  asio::async_read(
+      h->socket, asio::buffer(h->header), [this, h](boost::system::error_code ec, size_t) {
+        const int fd = h->socket.native_handle();
+        if (ec) {
+          KVTIER_LOG(kWarn, "server", "client pid {} said no Hello: {}", h->cred.pid, ec.message());
+          return;
+        }
+        absl::StatusOr<protocol::FrameInfo> info = protocol::DecodeFrameHeader(h->header);
+        if (info.ok() && info->type != protocol::FrameType::kHello) {
+          info = absl::InvalidArgumentError("the first frame must be Hello");
+        }
+        if (!info.ok()) {
+          KVTIER_LOG(kWarn, "server", "client pid {}: {}", h->cred.pid,
+                     std::string(info.status().message()));
+          SendError(fd, info.status().code(), std::string(info.status().message()));
+          return;
+        }
+        h->payload.resize(info->payload_bytes);
+        asio::async_read(h->socket, asio::buffer(h->payload),
+                         [this, h](boost::system::error_code ec2, size_t) {
+                           if (ec2) {
+                             KVTIER_LOG(kWarn, "server", "client pid {}: Hello cut short: {}",
+                                        h->cred.pid, ec2.message());
+                             return;
+                           }
+                           OnHello(h);
+                         });
+      });
 }
 
 void Server::Impl::OnHello(const std::shared_ptr<Handshake>& h) {
@@ -197,7 +201,8 @@ void Server::Impl::OnHello(const std::shared_ptr<Handshake>& h) {
   absl::StatusOr<protocol::Hello> hello = protocol::DecodeHello(h->payload);
   absl::Status status = hello.ok() ? Welcome(h, *hello) : hello.status();
   if (!status.ok()) {
-    KVTIER_LOG(kWarn, "server", "client pid {} refused: {}", h->cred.pid, std::string(status.message()));
+    KVTIER_LOG(kWarn, "server", "client pid {} refused: {}", h->cred.pid,
+               std::string(status.message()));
     SendError(h->socket.native_handle(), status.code(), std::string(status.message()));
   }
 }
@@ -207,15 +212,17 @@ absl::Status Server::Impl::Welcome(const std::shared_ptr<Handshake>& h,
   KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, service_.Open(hello.ns));
   KVTIER_ASSIGN_OR_RETURN(
       protocol::RegionLayout layout,
-      protocol::ComputeLayout(Granted(hello.sq_entries, options_.sq_entries, protocol::kMaxRingEntries),
-                              Granted(hello.cq_entries, options_.cq_entries, protocol::kMaxRingEntries),
-                              Granted(hello.arena_bytes, options_.arena_bytes, protocol::kMaxArenaBytes)));
+      protocol::ComputeLayout(
+          Granted(hello.sq_entries, options_.sq_entries, protocol::kMaxRingEntries),
+          Granted(hello.cq_entries, options_.cq_entries, protocol::kMaxRingEntries),
+          Granted(hello.arena_bytes, options_.arena_bytes, protocol::kMaxArenaBytes)));
   KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<protocol::ShmRegion> region,
                           protocol::ShmRegion::Create(layout));
   KVTIER_ASSIGN_OR_RETURN(protocol::EventFd daemon_bell, protocol::EventFd::Create());
   KVTIER_ASSIGN_OR_RETURN(protocol::EventFd client_bell, protocol::EventFd::Create());
   const HostTier& t1 = service_.tiers().t1();
-  const protocol::Welcome welcome{session->id(), t1.size(), t1.slot_bytes(), t1.capacity_slots(),
+  const protocol::Welcome welcome{session->id(),           t1.size(),
+                                  t1.slot_bytes(),         t1.capacity_slots(),
                                   protocol::kMaxBatchKeys, layout};
   const int fds[] = {t1.fd(), region->fd(), daemon_bell.fd(), client_bell.fd()};
   KVTIER_RETURN_IF_ERROR(

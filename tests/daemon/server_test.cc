@@ -3,12 +3,11 @@
 // and open puts, a client that is not allowed, and malformed records from a hand-made client.
 #include "daemon/server.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <thread>
 
@@ -209,10 +208,13 @@ TEST_F(ServerTest, MalformedRecordsCloseOnlyThatClient) {
   ASSERT_EQ(PutAll(*good, keys), std::vector<BlockCode>(2, BlockCode::kOk));
   const std::vector<std::function<void(std::byte*)>> corruptions = {
       [](std::byte* r) { std::memset(r, 0xAB, protocol::kRecordBytes); },  // garbage
-      [](std::byte* r) { r[2] = std::byte{9}; },                             // bad version
-      [](std::byte* r) { r[3] = std::byte{200}; },                           // unknown op
-      [](std::byte* r) { std::memset(r + 24, 0xFF, 4); },                    // arg offset out of range
-      [](std::byte* r) { r[16] = std::byte{0xFF}; r[17] = std::byte{0xFF}; },  // count too large
+      [](std::byte* r) { r[2] = std::byte{9}; },                           // bad version
+      [](std::byte* r) { r[3] = std::byte{200}; },                         // unknown op
+      [](std::byte* r) { std::memset(r + 24, 0xFF, 4); },  // arg offset out of range
+      [](std::byte* r) {
+        r[16] = std::byte{0xFF};
+        r[17] = std::byte{0xFF};
+      },  // count too large
   };
   for (size_t k = 0; k < corruptions.size(); ++k) {
     RawClient raw = ConnectRaw(tmp_.path() + "/kvtierd.sock");

@@ -1,9 +1,8 @@
 // The tier manager when things go wrong or run at once: a corrupt T2 copy, a T1 payload changed
 // after commit, a restart, and many threads putting and getting (also run under ThreadSanitizer).
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <random>
 #include <thread>

@@ -221,8 +221,7 @@ TEST(TierManagerTest, RejectsBadOptionsNamingTheSetting) {
   TierManagerOptions o = ManagerOptions(4, "", 0);
   o.t1_policy.high_watermark = 0.5;
   o.t1_policy.low_watermark = 0.6;
-  EXPECT_NE(TierManager::Create(o).status().message().find("t1.low_watermark"),
-            std::string::npos);
+  EXPECT_NE(TierManager::Create(o).status().message().find("t1.low_watermark"), std::string::npos);
   o = ManagerOptions(4, "/nonexistent-kvtier-dir", 4);
   o.t2->slot_bytes = 2 * testing::kTestSlot;
   EXPECT_NE(TierManager::Create(o).status().message().find("t2.slot_bytes"), std::string::npos);
@@ -231,8 +230,7 @@ TEST(TierManagerTest, RejectsBadOptionsNamingTheSetting) {
   EXPECT_NE(TierManager::Create(o).status().message().find("t2.eviction.policy"),
             std::string::npos);
   o = ManagerOptions(4, "/nonexistent-kvtier-dir", 4);
-  EXPECT_NE(TierManager::Create(o).status().message().find("t2.directories[0]"),
-            std::string::npos);
+  EXPECT_NE(TierManager::Create(o).status().message().find("t2.directories[0]"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,156 @@
+// The C ABI over client::Client. Every entry point catches nothing because nothing below throws
+// (errors are absl::Status); what C sees is a status code plus a thread-local message.
+#include "client/kvtier_client_c.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "client/kvtier_client.h"
+
+struct kvtier_client {
+  std::unique_ptr<kvtier::client::Client> impl;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+int Fail(const absl::Status& status) {
+  last_error = std::string(status.message());
+  return static_cast<int>(status.code());
+}
+
+int Check(const void* p, const char* what) {
+  if (p != nullptr) return 0;
+  return Fail(absl::InvalidArgumentError(std::string(what) + " is NULL"));
+}
+
+std::string Or(const char* s, const char* fallback) { return s != nullptr ? s : fallback; }
+
+absl::Span<const kvtier::BlockKey> Keys(const kvtier_key* keys, size_t n) {
+  static_assert(sizeof(kvtier_key) == sizeof(kvtier::BlockKey));
+  return {reinterpret_cast<const kvtier::BlockKey*>(keys), n};
+}
+
+void CopyResults(const std::vector<kvtier::protocol::BlockResult>& in, kvtier_block_result* out) {
+  static_assert(sizeof(kvtier_block_result) == sizeof(kvtier::protocol::BlockResult));
+  if (out != nullptr) std::memcpy(out, in.data(), in.size() * sizeof(kvtier_block_result));
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* kvtier_last_error(void) { return last_error.c_str(); }
+
+int kvtier_connect(const char* socket_path, const kvtier_namespace* ns, const char* client_name,
+                   kvtier_client** out) {
+  if (int e = Check(socket_path, "socket_path") + Check(ns, "ns") + Check(out, "out"); e) return e;
+  kvtier::client::ClientOptions options;
+  options.socket_path = socket_path;
+  options.client_name = Or(client_name, "c-client");
+  options.ns.model_id = Or(ns->model_id, "");
+  options.ns.kv_layout = Or(ns->kv_layout, "block_major");
+  options.ns.dtype = Or(ns->dtype, "bf16");
+  options.ns.block_tokens = ns->block_tokens == 0 ? 16 : ns->block_tokens;
+  options.ns.tp_rank = ns->tp_rank;
+  options.ns.tp_size = ns->tp_size == 0 ? 1 : ns->tp_size;
+  options.ns.lora_id = Or(ns->lora_id, "");
+  options.ns.cache_salt = Or(ns->cache_salt, "");
+  auto client = kvtier::client::Client::Connect(options);
+  if (!client.ok()) return Fail(client.status());
+  *out = new kvtier_client{std::move(*client)};
+  return 0;
+}
+
+void kvtier_close(kvtier_client* client) { delete client; }
+
+size_t kvtier_keys_for(const kvtier_client* client, const uint32_t* tokens, size_t n_tokens,
+                       const kvtier_key* parent, kvtier_key* keys, size_t max_keys) {
+  std::optional<kvtier::BlockKey> p;
+  if (parent != nullptr) p = kvtier::BlockKey{parent->lo, parent->hi};
+  const std::vector<kvtier::BlockKey> out = client->impl->KeysFor({tokens, n_tokens}, p);
+  std::memcpy(keys, out.data(), std::min(out.size(), max_keys) * sizeof(kvtier_key));
+  return out.size();
+}
+
+int kvtier_lookup(kvtier_client* client, const kvtier_key* keys, size_t n, size_t* hit_blocks,
+                  uint8_t* tiers) {
+  if (int e = Check(hit_blocks, "hit_blocks"); e) return e;
+  auto result = client->impl->Lookup(Keys(keys, n));
+  if (!result.ok()) return Fail(result.status());
+  *hit_blocks = result->hit_blocks;
+  if (tiers != nullptr) std::memcpy(tiers, result->tiers.data(), result->tiers.size());
+  return 0;
+}
+
+int kvtier_get(kvtier_client* client, const kvtier_key* keys, size_t n,
+               kvtier_block_result* results) {
+  if (int e = Check(results, "results"); e) return e;
+  auto got = client->impl->Get(Keys(keys, n));
+  if (!got.ok()) return Fail(got.status());
+  CopyResults(*got, results);
+  return 0;
+}
+
+int kvtier_release(kvtier_client* client, const kvtier_key* keys, size_t n,
+                   kvtier_block_result* results) {
+  auto done = client->impl->Release(Keys(keys, n));
+  if (!done.ok()) return Fail(done.status());
+  CopyResults(*done, results);
+  return 0;
+}
+
+int kvtier_get_into(kvtier_client* client, const kvtier_key* keys, size_t n, void* const* dsts,
+                    const size_t* dst_bytes, size_t* copied) {
+  if (int e = Check(copied, "copied") + Check(dsts, "dsts") + Check(dst_bytes, "dst_bytes"); e) {
+    return e;
+  }
+  std::vector<absl::Span<std::byte>> spans(n);
+  for (size_t i = 0; i < n; ++i) spans[i] = {static_cast<std::byte*>(dsts[i]), dst_bytes[i]};
+  auto done = client->impl->GetInto(Keys(keys, n), spans);
+  if (!done.ok()) return Fail(done.status());
+  *copied = *done;
+  return 0;
+}
+
+int kvtier_put(kvtier_client* client, const kvtier_key* keys, size_t n, const void* const* payloads,
+               const size_t* payload_bytes, const kvtier_key* parent, uint32_t* codes) {
+  if (int e = Check(payloads, "payloads") + Check(payload_bytes, "payload_bytes"); e) return e;
+  std::vector<absl::Span<const std::byte>> spans(n);
+  for (size_t i = 0; i < n; ++i) {
+    spans[i] = {static_cast<const std::byte*>(payloads[i]), payload_bytes[i]};
+  }
+  std::optional<kvtier::BlockKey> p;
+  if (parent != nullptr) p = kvtier::BlockKey{parent->lo, parent->hi};
+  auto done = client->impl->Put(Keys(keys, n), spans, p);
+  if (!done.ok()) return Fail(done.status());
+  for (size_t i = 0; codes != nullptr && i < n; ++i) codes[i] = static_cast<uint32_t>((*done)[i]);
+  return 0;
+}
+
+int kvtier_drop(kvtier_client* client, const kvtier_key* keys, size_t n,
+                kvtier_block_result* results) {
+  auto done = client->impl->Drop(Keys(keys, n));
+  if (!done.ok()) return Fail(done.status());
+  CopyResults(*done, results);
+  return 0;
+}
+
+int kvtier_get_stats(kvtier_client* client, kvtier_stats* out) {
+  if (int e = Check(out, "out"); e) return e;
+  auto stats = client->impl->Stats();
+  if (!stats.ok()) return Fail(stats.status());
+  static_assert(sizeof(kvtier_stats) == sizeof(kvtier::protocol::StatsWire));
+  std::memcpy(out, &*stats, sizeof(*out));
+  return 0;
+}
+
+const void* kvtier_slot_data(const kvtier_client* client, uint32_t slot) {
+  return client->impl->SlotData(slot);
+}
+
+uint32_t kvtier_slot_bytes(const kvtier_client* client) { return client->impl->slot_bytes(); }
+
+}  // extern "C"
