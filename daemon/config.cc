@@ -33,7 +33,7 @@ absl::Status ValidateListenAddress(const std::string& address) {
 
 absl::Status ValidateDaemon(const DaemonConfig& c) {
   if (c.daemon.data_directory.empty()) return Invalid("daemon.data_directory: must not be empty");
-  const std::string& socket = c.daemon.socket_path;
+  const std::string socket = c.SocketPath();
   if (socket.empty() || socket.size() > kMaxSocketPath) {
     return Invalid(
         fmt::format("daemon.socket_path: '{}' must be 1 to {} bytes long (a Unix socket "
@@ -96,7 +96,6 @@ absl::Status ValidatePolicy(const std::string& tier, const TierPolicyOptions& p)
 absl::Status ValidateT2(const DaemonConfig& c) {
   const NvmeTierOptions& t2 = *c.tiers.t2;
   const uint32_t slot = c.tiers.t1.slot_bytes;
-  if (t2.directories.empty()) return Invalid("t2.directories: at least one directory is needed");
   if (slot > kMaxT2SlotBytes) {
     return Invalid(fmt::format("t1.slot_bytes: {} is more than 1GiB, the largest T2 slot", slot));
   }
@@ -124,7 +123,6 @@ DaemonConfig::DaemonConfig() {
   tiers.t1.slot_bytes = 2u << 20;
   tiers.t1_policy.admission.window_blocks = 0;
   tiers.t2.emplace();
-  tiers.t2->directories = {"kvtier-data/t2"};
   tiers.t2->capacity_bytes = uint64_t{4} << 30;
   tiers.t2->slot_bytes = tiers.t1.slot_bytes;
   tiers.t2_policy.admission.window_blocks = 0;
@@ -136,8 +134,13 @@ TierManagerOptions DaemonConfig::ManagerOptions() const {
     o.t2.reset();
   } else {
     o.t2->slot_bytes = tiers.t1.slot_bytes;
+    if (o.t2->directories.empty()) o.t2->directories = {daemon.data_directory + "/t2"};
   }
   return o;
+}
+
+std::string DaemonConfig::SocketPath() const {
+  return daemon.socket_path.empty() ? daemon.data_directory + "/kvtierd.sock" : daemon.socket_path;
 }
 
 absl::Status ValidateConfig(const DaemonConfig& c) {

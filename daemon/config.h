@@ -11,9 +11,11 @@
 //   --t1.low_watermark: 0.97 is above t1.high_watermark (0.95)
 //
 // Paths: every relative path (daemon.data_directory, daemon.socket_path, t2.directories, ...) is
-// relative to the daemon's working directory. The daemon creates daemon.data_directory, and the
-// T2 directories inside it, when they are missing (PrepareDirectories); directories elsewhere
-// (mount points of NVMe devices) must exist, so a typo fails instead of filling the root disk.
+// relative to the daemon's working directory. The socket and the T2 directory default to places
+// inside daemon.data_directory (empty values below), so moving that one setting moves them all. The
+// daemon creates daemon.data_directory, and the T2 directories inside it, when they are missing
+// (PrepareDirectories); directories elsewhere (mount points of NVMe devices) must exist, so a typo
+// fails instead of filling the root disk.
 #pragma once
 
 #include <sys/types.h>
@@ -32,7 +34,7 @@ namespace kvtier {
 // [daemon]: the process and its control socket (DESIGN.md "Process model and protocol").
 struct DaemonSettings {
   std::string data_directory = "kvtier-data";
-  std::string socket_path = "kvtier-data/kvtierd.sock";
+  std::string socket_path;      // empty: <data_directory>/kvtierd.sock (SocketPath())
   uint32_t socket_mode = 0660;  // file mode of the socket; only permission bits (<= 0777)
   // Who may connect, checked with SO_PEERCRED: a peer whose uid is in allowed_uids, or whose
   // primary gid is in allowed_gids, or who runs as the daemon's own uid. As written (names or
@@ -67,14 +69,18 @@ struct DaemonConfig {
   MetricsSettings metrics;
   PoolSettings pool;
   // [index], [t1], [t2]. tiers.t2 always holds the [t2] values (so they print and round-trip while
-  // t2_enabled is false); tiers.t2->slot_bytes is ignored (T2 slots are T1 slots).
+  // t2_enabled is false); tiers.t2->slot_bytes is ignored (T2 slots are T1 slots), and empty
+  // tiers.t2->directories means one directory, <data_directory>/t2.
   TierManagerOptions tiers;
   bool t2_enabled = true;
   // Where each key was last set: "path:line" or "--flag". For errors found after load.
   std::map<std::string, std::string> origins;
 
-  // What the tier manager gets: t2 dropped when disabled, t2.slot_bytes = t1.slot_bytes.
+  // What the tier manager gets: t2 dropped when disabled, t2.slot_bytes = t1.slot_bytes, the
+  // default T2 directory filled in.
   TierManagerOptions ManagerOptions() const;
+  // The control socket's path, after the default above.
+  std::string SocketPath() const;
 };
 
 // One setting given on the command line. `origin` names it in errors ("--t1.capacity_bytes" or

@@ -1,5 +1,5 @@
 // Internal to config_schema.cc: factories of ConfigKey entries, one per value type. Each takes
-// a FIELD(...) accessor and builds the key's reader and printer around it.
+// a KVTIER_FIELD(...) accessor and builds the key's reader and printer around it.
 #pragma once
 
 #include <fmt/format.h>
@@ -16,7 +16,7 @@
 namespace kvtier::config {
 
 // A field of DaemonConfig, reachable from a const or a mutable config alike.
-#define FIELD(expr) \
+#define KVTIER_FIELD(expr) \
   [](auto& c) -> auto& { return c.expr; }
 
 template <typename F>

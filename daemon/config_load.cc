@@ -47,6 +47,12 @@ class FileLoader {
       const std::string name =
           prefix.empty() ? std::string(k.str()) : fmt::format("{}.{}", prefix, k.str());
       const size_t line = v.source().begin.line;
+      if (k.str().find('.') != std::string_view::npos) {
+        Note(line, fmt::format("\"{}\": a quoted key with a dot; write the section and key apart "
+                               "([t1] then capacity_bytes = ...)",
+                               k.str()));
+        continue;
+      }
       if (v.is_table()) {
         if (IsSection(name)) {
           Walk(*v.as_table(), name);

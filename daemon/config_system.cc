@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "daemon/config.h"
@@ -89,7 +91,7 @@ absl::Status PrepareDirectories(const DaemonConfig& c) {
     KVTIER_RETURN_IF_ERROR(LocateError(c, MakeDirectory("daemon.data_directory", data)));
   }
   if (!c.t2_enabled) return absl::OkStatus();
-  const std::vector<std::string>& dirs = c.tiers.t2->directories;
+  const std::vector<std::string> dirs = c.ManagerOptions().t2->directories;
   for (size_t i = 0; i < dirs.size(); ++i) {
     if (Inside(dirs[i], data) && !std::filesystem::exists(dirs[i])) {
       KVTIER_RETURN_IF_ERROR(

@@ -21,13 +21,13 @@ int Fail(const absl::Status& status, int code) {
 }
 
 void LogConfig(const std::string& path, const DaemonConfig& config) {
-  KVTIER_LOG(
-      kInfo, "daemon", "config {}: T1 {} bytes, T2 {}, socket {}, metrics {}",
-      path.empty() ? "(defaults)" : path, config.tiers.t1.capacity_bytes,
-      config.t2_enabled ? fmt::format("{} bytes x {} directories", config.tiers.t2->capacity_bytes,
-                                      config.tiers.t2->directories.size())
-                        : "off",
-      config.daemon.socket_path, config.metrics.enabled ? config.metrics.listen_address : "off");
+  KVTIER_LOG(kInfo, "daemon", "config {}: T1 {} bytes, T2 {}, socket {}, metrics {}",
+             path.empty() ? "(defaults)" : path, config.tiers.t1.capacity_bytes,
+             config.t2_enabled
+                 ? fmt::format("{} bytes x {} directories", config.tiers.t2->capacity_bytes,
+                               config.ManagerOptions().t2->directories.size())
+                 : "off",
+             config.SocketPath(), config.metrics.enabled ? config.metrics.listen_address : "off");
   for (const ConfigKey& key : ConfigKeys()) {
     KVTIER_LOG(kDebug, "daemon", "config {} = {}", key.name, key.get(config));
   }

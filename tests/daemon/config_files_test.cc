@@ -100,6 +100,8 @@ TEST(ConfigFilesTest, SystemConfigLoads) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->daemon.socket_path, "/run/kvtier/kvtierd.sock");
   EXPECT_EQ(loaded->daemon.data_directory, "/var/lib/kvtier");
+  EXPECT_EQ(loaded->ManagerOptions().t2->directories,
+            (std::vector<std::string>{"/var/lib/kvtier/t2"}));
 }
 
 TEST(ConfigFilesTest, ConfigurationDocListsEveryKeyAsTheTablePrintsIt) {

@@ -39,6 +39,25 @@ TEST(ConfigTest, UnknownKeyIsNamedWithItsLineAndTheKnownKeys) {
       HasSubstr("x.toml:1: verbose: unknown key (sections: daemon, metrics, pool, index, t1, t2)"));
 }
 
+TEST(ConfigTest, QuotedKeysWithDotsAreNotTakenForSectionAndKey) {
+  TempDir dir;
+  EXPECT_THAT(LoadError(dir, "\"t1.capacity_bytes\" = \"2GiB\"\n"),
+              HasSubstr("x.toml:1: \"t1.capacity_bytes\": a quoted key with a dot"));
+}
+
+TEST(ConfigTest, SocketAndT2DirectoryFollowTheDataDirectory) {
+  absl::StatusOr<DaemonConfig> config =
+      LoadConfig("", {{"daemon.data_directory", "/srv/kv", "--daemon.data_directory"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->SocketPath(), "/srv/kv/kvtierd.sock");
+  EXPECT_EQ(config->ManagerOptions().t2->directories, (std::vector<std::string>{"/srv/kv/t2"}));
+  config = LoadConfig("", {{"daemon.socket_path", "/run/k.sock", "--daemon.socket_path"},
+                           {"t2.directories", "/mnt/a", "--t2.directories"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->SocketPath(), "/run/k.sock");
+  EXPECT_EQ(config->ManagerOptions().t2->directories, (std::vector<std::string>{"/mnt/a"}));
+}
+
 TEST(ConfigTest, UnknownSectionIsNamedEvenWhenEmpty) {
   TempDir dir;
   EXPECT_THAT(LoadError(dir, "[daemon]\n[t3]\n"), HasSubstr("x.toml:2: [t3]: unknown section"));
