@@ -100,6 +100,18 @@ TEST(KvtierdCliTest, CheckConfigAcceptsTheDefaultConfigAndMakesItsDataDirectory)
   EXPECT_TRUE(std::filesystem::is_directory(cwd.path() + "/kvtier-data/t2"));
 }
 
+TEST(KvtierdCliTest, LogFileTakesTheLogLinesAtTheConfiguredLevel) {
+  TempDir cwd;
+  std::string err;
+  ASSERT_EQ(
+      RunKvtierd(cwd, "--check-config --daemon.log_file d.log --daemon.log_level debug", &err), 0)
+      << err;
+  EXPECT_EQ(err, "");
+  const std::string log = ReadFile(cwd.path() + "/d.log");
+  EXPECT_THAT(log, HasSubstr("debug [daemon] config t1.capacity_bytes = \"1GiB\""));
+  EXPECT_THAT(log, HasSubstr("info [daemon] config is valid"));
+}
+
 TEST(KvtierdCliTest, CheckConfigRefusesABrokenConfigWithExitTwo) {
   TempDir cwd;
   const std::string path = cwd.Write("broken.toml", "[t1]\ncapacity_bytes = \"8 GB\"\n");
