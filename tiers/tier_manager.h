@@ -6,14 +6,15 @@
 //    index (or, when the key is already present, frees the slot: a prefix is stored once).
 //  * Load. Get takes a lease and makes sure the block has a T1 copy, promoting it from T2 by
 //    io_uring straight into a T1 slot when needed (one DMA through T1's registered buffers); the
-//    lower copy is kept, so evicting the block from T1 again costs no write. Release gives the lease
-//    back.
+//    lower copy is kept, so evicting the block from T1 again costs no write. Release gives the
+//    lease back.
 //  * Eviction. Each tier has a high and a low watermark. When a tier fills past its high watermark
 //    the evictor thread asks the tier's policy (index/) for victims until occupancy is back at the
-//    low watermark. A T1 victim already in T2 (clean) just leaves T1; otherwise it is offered to T2's
-//    admission policy and, when admitted, written to T2 and only then freed from T1; otherwise it
-//    is dropped. T2 victims are deleted. Leased blocks are never evicted. In leaf-first mode a tier
-//    evicts only blocks with no child resident in it, falling back to any block when none is a leaf.
+//    low watermark. A T1 victim already in T2 (clean) just leaves T1; otherwise it is offered to
+//    T2's admission policy and, when admitted, written to T2 and only then freed from T1; otherwise
+//    it is dropped. T2 victims are deleted. Leased blocks are never evicted. In leaf-first mode a
+//    tier evicts only blocks with no child resident in it, falling back to any block when none is a
+//    leaf.
 //  * Moves while reading. A block being demoted stays in T1, readable, until its T2 copy is
 //    committed; if it was leased meanwhile it stays in T1 (now clean). Reads of different blocks
 //    never wait for each other: the manager's lock covers only policy bookkeeping, never a copy or
@@ -60,8 +61,8 @@ using GetDone = std::function<void(absl::StatusOr<LeasedBlock>)>;
 struct PutCommit {
   BlockKey key;
   uint64_t namespace_id = 0;
-  uint32_t payload_bytes = 0;  // <= t1 slot_bytes
-  uint64_t checksum = 0;       // XXH3-64 of the payload as the writer wrote it; 0 = not given
+  uint32_t payload_bytes = 0;        // <= t1 slot_bytes
+  uint64_t checksum = 0;             // XXH3-64 of the payload as the writer wrote it; 0 = not given
   const BlockKey* parent = nullptr;  // the previous block of the sequence; null for the first
 };
 enum class CommitOutcome { kStored, kAlreadyPresent };

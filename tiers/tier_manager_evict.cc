@@ -184,8 +184,8 @@ void TierManagerState::AbandonDemotion(const BlockKey& key, bool rejected) {
 void TierManagerState::OnDemoted(const BlockKey& key, SlotId t2_slot, const absl::Status& status) {
   if (!status.ok()) {
     counters_.demotion_failures.fetch_add(1, std::memory_order_relaxed);
-    KVTIER_LOG(kWarn, "tiers", "demotion of block {} to T2 failed, block dropped: {}",
-               key.ToHex(), std::string(status.message()));
+    KVTIER_LOG(kWarn, "tiers", "demotion of block {} to T2 failed, block dropped: {}", key.ToHex(),
+               std::string(status.message()));
   }
   std::lock_guard lock(mu_);
   auto it = demotions_.find(key);

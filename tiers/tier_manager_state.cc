@@ -1,11 +1,12 @@
 // The tier manager's store and load paths: residency bookkeeping, put, get with promotion from T2,
 // release, drop, warm-restart adoption. Eviction and demotion are in tier_manager_evict.cc.
+#include "tiers/tier_manager_state.h"
+
 #include <fmt/format.h>
 
 #include <utility>
 
 #include "common/log.h"
-#include "tiers/tier_manager_state.h"
 
 namespace kvtier::internal {
 namespace {
@@ -131,8 +132,9 @@ absl::StatusOr<CommitOutcome> TierManagerState::Commit(const PutCommit& put, Slo
     return absl::InvalidArgumentError(fmt::format("put_commit: T1 slot {} is out of range", slot));
   }
   if (put.payload_bytes > t1_.slot_bytes()) {
-    return absl::InvalidArgumentError(fmt::format("put_commit: payload of {} bytes exceeds a {}-byte slot",
-                                                  put.payload_bytes, t1_.slot_bytes()));
+    return absl::InvalidArgumentError(
+        fmt::format("put_commit: payload of {} bytes exceeds a {}-byte slot", put.payload_bytes,
+                    t1_.slot_bytes()));
   }
   bool free_slot = false;
   {
@@ -141,8 +143,9 @@ absl::StatusOr<CommitOutcome> TierManagerState::Commit(const PutCommit& put, Slo
     if (put.parent != nullptr) {
       if (std::optional<BlockInfo> p = index_.Find(*put.parent)) parent = p->id;
     }
-    KVTIER_ASSIGN_OR_RETURN(BlockIndex::InsertResult r,
-                            index_.Insert(put.key, NewBlock{Tier::kT1, slot, put.payload_bytes, parent}));
+    KVTIER_ASSIGN_OR_RETURN(
+        BlockIndex::InsertResult r,
+        index_.Insert(put.key, NewBlock{Tier::kT1, slot, put.payload_bytes, parent}));
     std::optional<BlockInfo> info = index_.Find(put.key);
     if (!r.inserted && info && info->tiers != 0) {
       free_slot = true;

@@ -141,14 +141,14 @@ class TierManagerState {
   NvmeTier* t2_ = nullptr;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;  // evictor work, idleness and completions; with mu_
-  std::array<TierPolicies, 2> policies_;                  // [T1, T2]
-  std::vector<uint8_t> resident_;                          // [id] bit 1: T1 policy, bit 2: T2
-  std::vector<uint64_t> checksum_;                         // [id] as given at commit; 0 = none
-  std::vector<uint64_t> namespace_;                        // [id] namespace id for T2's record
-  absl::flat_hash_map<BlockKey, Demotion> demotions_;      // T1 -> T2 writes in flight
-  absl::flat_hash_map<BlockKey, Promotion> promotions_;    // T2 -> T1 reads in flight or waiting
-  std::deque<BlockKey> waiting_for_t1_;  // promotions waiting for a free T1 slot, oldest first
+  std::condition_variable cv_;            // evictor work, idleness and completions; with mu_
+  std::array<TierPolicies, 2> policies_;  // [T1, T2]
+  std::vector<uint8_t> resident_;         // [id] bit 1: T1 policy, bit 2: T2
+  std::vector<uint64_t> checksum_;        // [id] as given at commit; 0 = none
+  std::vector<uint64_t> namespace_;       // [id] namespace id for T2's record
+  absl::flat_hash_map<BlockKey, Demotion> demotions_;    // T1 -> T2 writes in flight
+  absl::flat_hash_map<BlockKey, Promotion> promotions_;  // T2 -> T1 reads in flight or waiting
+  std::deque<BlockKey> waiting_for_t1_;    // promotions waiting for a free T1 slot, oldest first
   std::vector<SlotId> deferred_t2_frees_;  // freed by the evictor (a RocksDB delete each)
   bool work_pending_ = false;
   bool evictor_idle_ = false;

@@ -1,0 +1,117 @@
+// kvtierd's configuration: one TOML file (configs/default.toml documents every key), overridden
+// key by key from the command line, validated once, at load (DESIGN.md "Reliability rules": a bad
+// config is a clear error that names the place, and nothing starts).
+//
+// Every key lives in one table (daemon/config_schema.h): its name, type, one line of doc, and how
+// it is read and printed. The file loader, the command-line flags, `--print-config`, `--help` and
+// docs/configuration.md all come from that table, so they cannot drift apart.
+//
+// Errors name the place and the key, e.g.
+//   configs/x.toml:12: t1.capacity_bytes: '8 GB' is not a size; use e.g. 8GiB or 8589934592
+//   --t1.low_watermark: 0.97 is above t1.high_watermark (0.95)
+//
+// Paths: every relative path (daemon.data_directory, daemon.socket_path, t2.directories, ...) is
+// relative to the daemon's working directory. The socket and the T2 directory default to places
+// inside daemon.data_directory (empty values below), so moving that one setting moves them all. The
+// daemon creates daemon.data_directory, and the T2 directories inside it, when they are missing
+// (PrepareDirectories); directories elsewhere (mount points of NVMe devices) must exist, so a typo
+// fails instead of filling the root disk.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "tiers/tier_manager_options.h"
+
+namespace kvtier {
+
+// [daemon]: the process and its control socket (DESIGN.md "Process model and protocol").
+struct DaemonSettings {
+  std::string data_directory = "kvtier-data";
+  std::string socket_path;      // empty: <data_directory>/kvtierd.sock (SocketPath())
+  uint32_t socket_mode = 0660;  // file mode of the socket; only permission bits (<= 0777)
+  // Who may connect, checked with SO_PEERCRED: a peer whose uid is in allowed_uids, or whose
+  // primary gid is in allowed_gids, or who runs as the daemon's own uid. As written (names or
+  // decimal ids) and as resolved at load (getpwnam/getgrnam); the resolved lists drive the check.
+  std::vector<std::string> allowed_users;
+  std::vector<std::string> allowed_groups;
+  std::vector<uid_t> allowed_uids;
+  std::vector<gid_t> allowed_gids;
+  log::Level log_level = log::Level::kInfo;
+  std::string log_file;     // empty: stderr; else appended to, reopened on SIGHUP
+  std::string record_file;  // empty: off; else every lookup as a replay-format trace line
+};
+
+// [metrics]: the Prometheus endpoint.
+struct MetricsSettings {
+  bool enabled = true;
+  std::string listen_address = "127.0.0.1:9464";  // host:port ("[::1]:9464" for IPv6)
+};
+
+// [pool]: memory isolation (DESIGN.md "Trust and isolation"). One pool for now: every namespace
+// maps the same T1 segment.
+struct PoolSettings {
+  std::string name = "default";
+};
+
+struct DaemonConfig {
+  // The defaults: what a missing key means and what configs/default.toml spells out. Runs as an
+  // unprivileged user on any machine: 1 GiB of T1, 4 GiB of T2 under ./kvtier-data, no GPU.
+  DaemonConfig();
+
+  DaemonSettings daemon;
+  MetricsSettings metrics;
+  PoolSettings pool;
+  // [index], [t1], [t2]. tiers.t2 always holds the [t2] values (so they print and round-trip while
+  // t2_enabled is false); tiers.t2->slot_bytes is ignored (T2 slots are T1 slots), and empty
+  // tiers.t2->directories means one directory, <data_directory>/t2.
+  TierManagerOptions tiers;
+  bool t2_enabled = true;
+  // Where each key was last set: "path:line" or "--flag". For errors found after load.
+  std::map<std::string, std::string> origins;
+
+  // What the tier manager gets: t2 dropped when disabled, t2.slot_bytes = t1.slot_bytes, the
+  // default T2 directory filled in.
+  TierManagerOptions ManagerOptions() const;
+  // The control socket's path, after the default above.
+  std::string SocketPath() const;
+};
+
+// One setting given on the command line. `origin` names it in errors ("--t1.capacity_bytes" or
+// "--set t1.capacity_bytes").
+struct ConfigOverride {
+  std::string key;
+  std::string value;
+  std::string origin;
+};
+
+// Reads `path` (empty: no file, defaults only), applies `overrides` in order, resolves user and
+// group names, and validates everything that needs no file system. InvalidArgument naming the
+// place and key; every problem of the file is reported, one per line.
+absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path,
+                                        const std::vector<ConfigOverride>& overrides);
+
+// The checks that need no file system (LoadConfig runs them); exposed for tests.
+absl::Status ValidateConfig(const DaemonConfig& config);
+
+// Creates daemon.data_directory and the T2 directories inside it (mode 0750) when missing, then
+// runs the checks that look at the file system (T2 directories exist and are writable). Errors
+// are prefixed with where the key was set.
+absl::Status PrepareDirectories(const DaemonConfig& config);
+
+// `status` with "<origin>: " in front when its message starts with a key set in config.origins.
+absl::Status LocateError(const DaemonConfig& config, const absl::Status& status);
+
+// The effective configuration as a commented TOML file (configs/default.toml is this for
+// DaemonConfig()). Loading it gives the same configuration back.
+std::string PrintConfig(const DaemonConfig& config);
+// The key reference of docs/configuration.md, as Markdown.
+std::string ConfigMarkdown();
+
+}  // namespace kvtier

@@ -1,0 +1,188 @@
+// The key table. Keys are named after the option structs' fields (t1.capacity_bytes is
+// HostTierOptions::capacity_bytes), so the tiers' own Validate() messages name keys of this file.
+// Defaults are not here: they are DefaultConfig()'s values, printed through each key's getter.
+#include "daemon/config_schema.h"
+
+#include "daemon/config_key_types.h"
+#include "index/admission_policy.h"
+#include "index/eviction_policy.h"
+
+namespace kvtier::config {
+namespace {
+
+std::vector<ConfigKey> DaemonKeys() {
+  return {
+      Text("daemon.data_directory",
+           "The daemon's state directory; created (mode 0750) when missing",
+           KVTIER_FIELD(daemon.data_directory)),
+      Text("daemon.socket_path",
+           "Unix socket of the control plane (<= 107 bytes); empty: <data_directory>/kvtierd.sock",
+           KVTIER_FIELD(daemon.socket_path)),
+      Mode("daemon.socket_mode",
+           "File mode of the socket; with allowed_users/allowed_groups it decides who may connect"),
+      List("daemon.allowed_users", "list of names or uids",
+           "Users who may connect (SO_PEERCRED) besides the daemon's own user",
+           KVTIER_FIELD(daemon.allowed_users), true),
+      List("daemon.allowed_groups", "list of names or gids",
+           "Groups whose members (the peer's gid) may connect", KVTIER_FIELD(daemon.allowed_groups),
+           true),
+      Enum("daemon.log_level",
+           {{"debug", log::Level::kDebug},
+            {"info", log::Level::kInfo},
+            {"warn", log::Level::kWarn},
+            {"error", log::Level::kError}},
+           "Least severe log lines written", KVTIER_FIELD(daemon.log_level)),
+      Text("daemon.log_file", "Log file, appended to and reopened on SIGHUP; empty: stderr",
+           KVTIER_FIELD(daemon.log_file)),
+      Text("daemon.record_file",
+           "Write every lookup here as a replay-format trace line (also --record); empty: off",
+           KVTIER_FIELD(daemon.record_file)),
+      Bool("metrics.enabled", "Serve Prometheus metrics", KVTIER_FIELD(metrics.enabled)),
+      Text("metrics.listen_address",
+           "host:port of the metrics endpoint; not authenticated, so loopback by default",
+           KVTIER_FIELD(metrics.listen_address)),
+      Text("pool.name", "Name of the one memory pool (all namespaces share its T1 segment)",
+           KVTIER_FIELD(pool.name)),
+      Uint("index.num_shards", "Shards (and locks) of the block index: a power of two <= 4096",
+           KVTIER_FIELD(tiers.index.num_shards)),
+      Uint("index.expected_entries", "Entries the index is sized for up front; 0: grow from small",
+           KVTIER_FIELD(tiers.index.expected_entries)),
+      Uint("index.max_entries", "Most entries the index holds; 0: the tiers' slot counts",
+           KVTIER_FIELD(tiers.index.max_entries)),
+  };
+}
+
+// The keys of one tier's TierPolicyOptions, under `tier` ("t1", "t2").
+template <typename P>
+std::vector<ConfigKey> PolicyKeys(const std::string& tier, P policy) {
+  auto at = [policy](auto member) {
+    return [ policy, member ](auto& c) -> auto& { return policy(c).*member; };
+  };
+  auto eviction = [policy](auto member) {
+    return [ policy, member ](auto& c) -> auto& { return policy(c).eviction.*member; };
+  };
+  auto admission = [policy](auto member) {
+    return [ policy, member ](auto& c) -> auto& { return policy(c).admission.*member; };
+  };
+  return {
+      Fraction(tier + ".high_watermark", "fraction in (0, 1]",
+               "Occupancy above which blocks are evicted (demoted where the tier below admits)",
+               at(&TierPolicyOptions::high_watermark)),
+      Fraction(tier + ".low_watermark", "fraction in (0, 1]",
+               "Occupancy eviction brings the tier back down to; <= high_watermark",
+               at(&TierPolicyOptions::low_watermark)),
+      Bool(tier + ".leaf_first", "Prefix-aware: evict only blocks with no resident child",
+           at(&TierPolicyOptions::leaf_first)),
+      Choice(tier + ".eviction.policy", SplitNames(EvictionPolicyNames()),
+             "Which resident block leaves next", eviction(&EvictionConfig::policy)),
+      Fraction(tier + ".eviction.s3fifo_small_fraction", "fraction in (0, 1)",
+               "s3fifo: share of the tier given to the probationary queue",
+               eviction(&EvictionConfig::s3fifo_small_fraction)),
+      Choice(tier + ".admission.policy", SplitNames(AdmissionPolicyNames()),
+             "Which blocks may enter: all, or those seen twice within the window",
+             admission(&AdmissionConfig::policy)),
+      Uint(tier + ".admission.window_blocks",
+           "second: recent attempts remembered; 0: the tier's capacity in blocks",
+           admission(&AdmissionConfig::window_blocks)),
+  };
+}
+
+std::vector<ConfigKey> T1Keys() {
+  std::vector<ConfigKey> keys = {
+      Size("t1.capacity_bytes", "Size of the pinned host DRAM segment",
+           KVTIER_FIELD(tiers.t1.capacity_bytes)),
+      Size("t1.slot_bytes",
+           "Bytes per slot (largest block payload), a multiple of 4096; T2 slots are the same",
+           KVTIER_FIELD(tiers.t1.slot_bytes)),
+      Text("t1.numa_pci_bus_id",
+           "PCI bus id to place T1 near (the GPU), e.g. 0000:3b:00.0; empty: the start thread's "
+           "node",
+           KVTIER_FIELD(tiers.t1.numa_pci_bus_id)),
+      Uint("t1.touch_threads", "Threads faulting T1 in at start; 0: one per hardware thread",
+           KVTIER_FIELD(tiers.t1.touch_threads)),
+      Enum("t1.huge_pages",
+           {{"auto", HugePages::kAuto}, {"on", HugePages::kOn}, {"off", HugePages::kOff}},
+           "2 MiB pages: auto uses them when reserved, on requires them",
+           KVTIER_FIELD(tiers.t1.huge_pages)),
+      Size("t1.dma_chunk_bytes",
+           "Registered with the GPU this much at a time; a multiple of slot_bytes",
+           KVTIER_FIELD(tiers.t1.dma_chunk_bytes)),
+  };
+  for (ConfigKey& k : PolicyKeys("t1", KVTIER_FIELD(tiers.t1_policy))) keys.push_back(std::move(k));
+  return keys;
+}
+
+std::vector<ConfigKey> T2Keys() {
+  std::vector<ConfigKey> keys = {
+      Bool("t2.enabled", "Run the NVMe tier; false: T1 victims are dropped",
+           KVTIER_FIELD(t2_enabled)),
+      List("t2.directories", "list of paths",
+           "One directory per device, each with a slot file and an io_uring; must exist unless "
+           "inside data_directory; empty: <data_directory>/t2",
+           KVTIER_FIELD(tiers.t2->directories), false),
+      Size("t2.capacity_bytes", "Bytes of slots per directory; a multiple of t1.slot_bytes",
+           KVTIER_FIELD(tiers.t2->capacity_bytes)),
+      Uint("t2.queue_depth", "I/Os in flight per directory, in [1, 4096]",
+           KVTIER_FIELD(tiers.t2->queue_depth)),
+      Enum("t2.durability",
+           {{"none", T2Durability::kNone}, {"fdatasync", T2Durability::kFdatasync}},
+           "fdatasync: a block is published only once its data and record are on disk",
+           KVTIER_FIELD(tiers.t2->durability)),
+      Text("t2.metadata_directory", "RocksDB records of T2; empty: <directories[0]>/kvtier-t2-meta",
+           KVTIER_FIELD(tiers.t2->metadata_directory)),
+      Bool("t2.preallocate", "Allocate the slot files at start, so a full disk shows then",
+           KVTIER_FIELD(tiers.t2->preallocate)),
+      Uint("t2.max_demotions_in_flight", "T1 -> T2 writes in flight at once; > 0",
+           KVTIER_FIELD(tiers.max_demotions_in_flight)),
+  };
+  for (ConfigKey& k : PolicyKeys("t2", KVTIER_FIELD(tiers.t2_policy))) keys.push_back(std::move(k));
+  return keys;
+}
+
+std::vector<ConfigKey> BuildKeys() {
+  std::vector<ConfigKey> keys = DaemonKeys();
+  for (auto* part : {&T1Keys, &T2Keys}) {
+    for (ConfigKey& k : part()) keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
+}  // namespace
+}  // namespace kvtier::config
+
+namespace kvtier {
+
+const std::vector<ConfigKey>& ConfigKeys() {
+  static const std::vector<ConfigKey>* const keys = new std::vector<ConfigKey>(config::BuildKeys());
+  return *keys;
+}
+
+const std::vector<ConfigSection>& ConfigSections() {
+  static const std::vector<ConfigSection>* const sections = new std::vector<ConfigSection>{
+      {"daemon", "The process and its control socket (docs/configuration.md: access control)."},
+      {"metrics", "The Prometheus endpoint."},
+      {"pool", "Memory isolation: one pool, one T1 segment mapped by every client."},
+      {"index", "The block index (what is cached where)."},
+      {"t1", "T1: pinned host DRAM, one shared-memory segment cut into slots."},
+      {"t1.eviction", "Which T1 block is demoted next."},
+      {"t1.admission", "Which new blocks may enter T1 (keep \"all\": a refused put is lost)."},
+      {"t2", "T2: NVMe, O_DIRECT slot files, records in RocksDB."},
+      {"t2.eviction", "Which T2 block is deleted next."},
+      {"t2.admission", "Which T1 victims may be written to T2."},
+  };
+  return *sections;
+}
+
+const ConfigKey* FindConfigKey(std::string_view name) {
+  for (const ConfigKey& key : ConfigKeys()) {
+    if (key.name == name) return &key;
+  }
+  return nullptr;
+}
+
+std::string_view SectionOf(std::string_view key_name) {
+  const size_t dot = key_name.rfind('.');
+  return dot == key_name.npos ? std::string_view() : key_name.substr(0, dot);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,119 @@
+// The config's outputs agree with its inputs: every key round-trips through --print-config, and
+// the checked-in configs/default.toml and docs/configuration.md are what the key table prints.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "daemon/config.h"
+#include "daemon/config_schema.h"
+#include "tests/daemon/config_test_util.h"
+
+namespace kvtier {
+namespace {
+
+using testing::ReadFile;
+using testing::TempDir;
+
+// Every key set to something other than its default.
+constexpr const char* kEveryKey = R"([daemon]
+data_directory = "/var/lib/kvtier"
+socket_path = "/run/kvtier/kvtierd.sock"
+socket_mode = "0600"
+allowed_users = ["root", 1001]
+allowed_groups = [0]
+log_level = "debug"
+log_file = "/var/log/kvtierd.log"
+record_file = "lookups.jsonl"
+[metrics]
+enabled = false
+listen_address = "[::1]:9100"
+[pool]
+name = "tenant-a"
+[index]
+num_shards = 128
+expected_entries = 1000
+max_entries = 4096
+[t1]
+capacity_bytes = "8GiB"
+slot_bytes = "1MiB"
+numa_pci_bus_id = "0000:3b:00.0"
+touch_threads = 8
+huge_pages = "off"
+dma_chunk_bytes = "512MiB"
+high_watermark = 0.9
+low_watermark = 0.8
+leaf_first = true
+eviction.policy = "s3fifo"
+eviction.s3fifo_small_fraction = 0.2
+admission.policy = "second"
+admission.window_blocks = 1000
+[t2]
+enabled = false
+directories = ["/mnt/nvme0", "/mnt/nvme1"]
+capacity_bytes = "100GiB"
+queue_depth = 128
+durability = "none"
+metadata_directory = "/mnt/nvme0/meta"
+preallocate = false
+max_demotions_in_flight = 16
+high_watermark = 0.99
+low_watermark = 0.5
+leaf_first = true
+[t2.eviction]
+policy = "arc"
+s3fifo_small_fraction = 0.3
+[t2.admission]
+policy = "second"
+window_blocks = 5000
+)";
+
+TEST(ConfigFilesTest, EveryKeyRoundTripsThroughPrintConfig) {
+  TempDir dir;
+  absl::StatusOr<DaemonConfig> loaded = LoadConfig(dir.Write("every.toml", kEveryKey), {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const DaemonConfig defaults;
+  for (const ConfigKey& key : ConfigKeys()) {
+    EXPECT_NE(key.get(*loaded), key.get(defaults)) << key.name << " is not covered by kEveryKey";
+  }
+  const std::string printed = PrintConfig(*loaded);
+  absl::StatusOr<DaemonConfig> again = LoadConfig(dir.Write("printed.toml", printed), {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(PrintConfig(*again), printed);
+  EXPECT_EQ(again->daemon.allowed_uids, (std::vector<uid_t>{0, 1001}));
+  EXPECT_EQ(again->tiers.t1.huge_pages, HugePages::kOff);
+  EXPECT_EQ(again->tiers.t2->durability, T2Durability::kNone);
+  EXPECT_EQ(again->tiers.max_demotions_in_flight, 16u);
+  EXPECT_EQ(again->daemon.socket_mode, 0600u);
+  EXPECT_EQ(again->daemon.log_level, log::Level::kDebug);
+}
+
+TEST(ConfigFilesTest, DefaultTomlIsWhatPrintConfigPrintsForTheDefaults) {
+  const std::string path = KVTIER_SOURCE_DIR "/configs/default.toml";
+  EXPECT_EQ(ReadFile(path), PrintConfig(DaemonConfig{}))
+      << "regenerate: build/default/daemon/kvtierd --print-config > configs/default.toml";
+  absl::StatusOr<DaemonConfig> loaded = LoadConfig(path, {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(PrintConfig(*loaded), PrintConfig(DaemonConfig{}));
+}
+
+TEST(ConfigFilesTest, SystemConfigLoads) {
+  absl::StatusOr<DaemonConfig> loaded = LoadConfig(KVTIER_SOURCE_DIR "/configs/kvtierd.toml", {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->daemon.socket_path, "/run/kvtier/kvtierd.sock");
+  EXPECT_EQ(loaded->daemon.data_directory, "/var/lib/kvtier");
+  EXPECT_EQ(loaded->ManagerOptions().t2->directories,
+            (std::vector<std::string>{"/var/lib/kvtier/t2"}));
+}
+
+TEST(ConfigFilesTest, ConfigurationDocListsEveryKeyAsTheTablePrintsIt) {
+  const std::string doc = ReadFile(KVTIER_SOURCE_DIR "/docs/configuration.md");
+  const std::string begin = "<!-- BEGIN kvtierd --help-config-markdown -->\n";
+  const std::string end = "<!-- END kvtierd --help-config-markdown -->";
+  const size_t b = doc.find(begin);
+  const size_t e = doc.find(end);
+  ASSERT_TRUE(b != doc.npos && e != doc.npos && b < e);
+  EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()), ConfigMarkdown())
+      << "regenerate the part between the markers with kvtierd --help-config-markdown";
+}
+
+}  // namespace
+}  // namespace kvtier
