@@ -94,10 +94,14 @@ std::vector<std::string> MetricFamilyNames() {
 DaemonMetrics::DaemonMetrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       collector_(std::make_shared<internal::MetricsCollector>(registry_)) {
-  prometheus::Registry& r = *registry_;
-  GaugeFamily(r, "kvtier_build_info", "Always 1; labels say which kvtier this is.")
+  GaugeFamily(*registry_, "kvtier_build_info", "Always 1; labels say which kvtier this is.")
       .Add({{"version", KVTIER_VERSION}})
       .Set(1);
+  RegisterLookupMetrics(*registry_);
+  RegisterTransferMetrics(*registry_);
+}
+
+void DaemonMetrics::RegisterLookupMetrics(prometheus::Registry& r) {
   lookups_ = &CounterFamily(r, "kvtier_lookups_total", "Lookup requests.").Add({});
   auto& blocks = CounterFamily(r, "kvtier_lookup_blocks_total",
                                "Block keys looked up, by result (hit: in the found prefix).");
@@ -115,6 +119,9 @@ DaemonMetrics::DaemonMetrics()
   miss_tokens_ = &CounterFamily(r, "kvtier_miss_tokens_total",
                                 "Tokens of looked-up blocks not found (prefill to compute).")
                       .Add({});
+}
+
+void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r) {
   auto& moved = CounterFamily(r, "kvtier_moved_bytes_total",
                               "Payload bytes moved between tiers and clients, by direction.");
   for (int d = 0; d < kNumCopyDirections; ++d) {

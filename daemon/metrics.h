@@ -107,6 +107,8 @@ class DaemonMetrics {
 
  private:
   DaemonMetrics();
+  void RegisterLookupMetrics(prometheus::Registry& r);
+  void RegisterTransferMetrics(prometheus::Registry& r);
   absl::Status Serve(const std::string& listen_address);
 
   std::shared_ptr<prometheus::Registry> registry_;

@@ -97,8 +97,8 @@ std::vector<MetricFamily> EvictionFamilies(const TierSnapshot& s) {
           std::move(checksum)};
 }
 
-// Block moves the manager makes: stores, loads, demotions, and their bytes between T1 and T2.
-std::vector<MetricFamily> MoveFamilies(const TierSnapshot& s) {
+// Stores and loads, by outcome.
+std::vector<MetricFamily> PutGetFamilies(const TierSnapshot& s) {
   const TierManagerStats& m = s.manager;
   MetricFamily puts = NewFamily("kvtier_put_blocks_total",
                                 "Blocks offered for storing, by outcome (refused: T1 had no room).",
@@ -116,6 +116,14 @@ std::vector<MetricFamily> MoveFamilies(const TierSnapshot& s) {
       NewFamily("kvtier_promotion_failures_total",
                 "Promotions into T1 that failed (read error, checksum).", MetricType::Counter);
   AddSample(promotion_failures, {}, static_cast<double>(m.promotion_failures));
+  std::vector<MetricFamily> out;
+  for (MetricFamily* f : {&puts, &gets, &promotion_failures}) out.push_back(std::move(*f));
+  return out;
+}
+
+// Moves down to T2 and back, and what T2 held at start.
+std::vector<MetricFamily> DemotionFamilies(const TierSnapshot& s) {
+  const TierManagerStats& m = s.manager;
   MetricFamily demotions =
       NewFamily("kvtier_demotions_total", "Blocks written down from T1 to T2, by outcome.",
                 MetricType::Counter);
@@ -128,9 +136,7 @@ std::vector<MetricFamily> MoveFamilies(const TierSnapshot& s) {
       "kvtier_recovered_blocks", "Blocks found in T2 at start (warm restart).", MetricType::Gauge);
   AddSample(recovered, {}, static_cast<double>(m.recovered_blocks));
   std::vector<MetricFamily> out;
-  for (MetricFamily* f : {&puts, &gets, &promotion_failures, &demotions, &in_flight, &recovered}) {
-    out.push_back(std::move(*f));
-  }
+  for (MetricFamily* f : {&demotions, &in_flight, &recovered}) out.push_back(std::move(*f));
   if (s.has_t2) {
     MetricFamily moved = NewFamily("kvtier_moved_bytes_total",
                                    "Payload bytes moved between tiers and clients, by direction.",
@@ -158,7 +164,8 @@ TierSnapshot TakeTierSnapshot(const TierManager& manager) {
 std::vector<MetricFamily> TierFamilies(const TierSnapshot& snapshot) {
   std::vector<MetricFamily> families = CapacityFamilies(snapshot);
   MergeFamilies(families, EvictionFamilies(snapshot));
-  MergeFamilies(families, MoveFamilies(snapshot));
+  MergeFamilies(families, PutGetFamilies(snapshot));
+  MergeFamilies(families, DemotionFamilies(snapshot));
   return families;
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "daemon/metrics_tiers.h"
 #include "prometheus/check_names.h"
@@ -70,6 +71,31 @@ TEST(MetricsTest, LookupsCountHitsPerTierAndMissesInBlocksAndTokens) {
   EXPECT_EQ(page.Value("kvtier_hit_blocks_total{tier=\"T2\"}"), 2);
   EXPECT_EQ(page.Value("kvtier_hit_tokens_total{tier=\"T1\"}"), 48);
   EXPECT_EQ(page.Value("kvtier_miss_tokens_total"), 12 * 16);
+}
+
+TEST(MetricsTest, RecordingFromManyThreadsWhileScrapingLosesNothing) {
+  auto metrics = Serve();
+  ASSERT_NE(metrics, nullptr);
+  constexpr int kThreads = 4, kLookups = 5000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kLookups; ++i) {
+        metrics->OnLookup(3, {0, 1, 1}, 16);
+        metrics->ObserveTransfer(TransferOp::kGet, 1e-4);
+        metrics->AddLeases(1);
+        metrics->AddLeases(-1);
+      }
+    });
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_GT(Scrape(*metrics).size(), 0u);
+  for (std::thread& t : threads) t.join();
+  MetricsPage page = Scrape(*metrics);
+  EXPECT_EQ(page.Value("kvtier_lookups_total"), kThreads * kLookups);
+  EXPECT_EQ(page.Value("kvtier_hit_blocks_total{tier=\"T2\"}"), kThreads * kLookups);
+  EXPECT_EQ(page.Value("kvtier_lookup_blocks_total{result=\"miss\"}"), kThreads * kLookups);
+  EXPECT_EQ(page.Value("kvtier_transfer_seconds_count{op=\"get\"}"), kThreads * kLookups);
+  EXPECT_EQ(page.Value("kvtier_leases_held"), 0);
 }
 
 TEST(MetricsTest, TransfersCopiesClientsAndLeasesMove) {
