@@ -52,7 +52,8 @@ enum class TransferOp : uint8_t {
   kGet = 0,      // a get request, from arrival to its blocks leased in T1 (promotions included)
   kPut = 1,      // a put, from put_begin to put_commit
   kPromote = 2,  // one block brought up to T1 (T2->T1 read, later T0 loads)
-  kDemote = 3,   // one block written down (T1->T2), from the decision to the committed copy
+  kDemote = 3,   // one block written down (T1->T2), from the decision to the committed copy;
+                 // the tier manager must report these (the request path never sees them)
 };
 inline constexpr int kNumTransferOps = 4;
 
