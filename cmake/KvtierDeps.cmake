@@ -15,6 +15,7 @@ pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 pkg_check_modules(ROCKSDB REQUIRED IMPORTED_TARGET rocksdb)  # the shared library; RocksDBConfig.cmake names only the static one
 find_package(Boost 1.74 REQUIRED)  # Boost.Asio (header-only) for the daemon's control socket
+find_package(prometheus-cpp CONFIG REQUIRED)  # prometheus-cpp::core (registry, text format), ::pull (HTTP exposer)
 find_package(Threads REQUIRED)
 if(KVTIER_BUILD_TESTS)
   find_package(GTest REQUIRED)

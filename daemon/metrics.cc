@@ -1,0 +1,216 @@
+#include "daemon/metrics.h"
+
+#include <CivetServer.h>
+#include <fmt/format.h>
+
+#include <exception>
+#include <numeric>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "common/log.h"
+#include "daemon/metrics_tiers.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+
+#ifndef KVTIER_VERSION
+#define KVTIER_VERSION "unknown"
+#endif
+
+namespace kvtier {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+constexpr std::array<const char*, kNumTransferOps> kTransferOpNames = {"get", "put", "promote",
+                                                                       "demote"};
+constexpr std::array<const char*, kNumCopyDirections> kCopyDirectionNames = {
+    "client_to_t1", "t1_to_client", "t0_to_t1", "t1_to_t0"};
+
+Family<Counter>& CounterFamily(prometheus::Registry& r, const char* name, const char* help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r);
+}
+Family<Gauge>& GaugeFamily(prometheus::Registry& r, const char* name, const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r);
+}
+
+// "host:port" with a numeric port; civetweb parses the rest and bind() judges the host.
+absl::Status CheckAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port > 65535 ||
+      address.find_first_of(" ,") != std::string::npos) {
+    return absl::InvalidArgumentError(fmt::format(
+        "metrics address '{}' is not host:port (for example {})", address, kDefaultMetricsAddress));
+  }
+  return absl::OkStatus();
+}
+
+// civetweb reports why it could not start (e.g. "cannot bind to 127.0.0.1:9477: 98 (Address already
+// in use)") only through its log callback, which has no user pointer; mg_start runs the callback on
+// the thread constructing the exposer, so that thread points this at where the reason goes.
+thread_local std::string* startup_log = nullptr;
+
+int OnCivetwebLog(const mg_connection* /*connection*/, const char* message) {
+  if (startup_log != nullptr) {
+    if (!startup_log->empty()) startup_log->append("; ");
+    startup_log->append(message);
+  } else {
+    KVTIER_LOG(kWarn, "metrics", "http server: {}", message);
+  }
+  return 1;  // handled: civetweb writes nothing to stderr itself
+}
+
+}  // namespace
+
+std::vector<double> TransferSecondsBuckets() {
+  return {10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3,
+          10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,  2.5,    10.0};
+}
+
+std::vector<std::string> MetricFamilyNames() {
+  return {// Recorded by the op layer.
+          "kvtier_build_info", "kvtier_lookups_total", "kvtier_lookup_blocks_total",
+          "kvtier_hit_blocks_total", "kvtier_hit_tokens_total", "kvtier_miss_tokens_total",
+          "kvtier_moved_bytes_total", "kvtier_transfer_seconds", "kvtier_connected_clients",
+          "kvtier_leases_held",
+          // Read from the tier manager at scrape time.
+          "kvtier_tier_capacity_bytes", "kvtier_tier_used_bytes", "kvtier_tier_admitting",
+          "kvtier_tier_io_errors_total", "kvtier_evictions_total", "kvtier_clean_evictions_total",
+          "kvtier_dropped_blocks_total", "kvtier_admissions_rejected_total",
+          "kvtier_checksum_failures_total", "kvtier_put_blocks_total", "kvtier_get_blocks_total",
+          "kvtier_promotion_failures_total", "kvtier_demotions_total", "kvtier_demotions_in_flight",
+          "kvtier_recovered_blocks"};
+}
+
+DaemonMetrics::DaemonMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      collector_(std::make_shared<internal::MetricsCollector>(registry_)) {
+  GaugeFamily(*registry_, "kvtier_build_info", "Always 1; labels say which kvtier this is.")
+      .Add({{"version", KVTIER_VERSION}})
+      .Set(1);
+  RegisterLookupMetrics(*registry_);
+  RegisterTransferMetrics(*registry_);
+}
+
+void DaemonMetrics::RegisterLookupMetrics(prometheus::Registry& r) {
+  lookups_ = &CounterFamily(r, "kvtier_lookups_total", "Lookup requests.").Add({});
+  auto& blocks = CounterFamily(r, "kvtier_lookup_blocks_total",
+                               "Block keys looked up, by result (hit: in the found prefix).");
+  lookup_hit_blocks_ = &blocks.Add({{"result", "hit"}});
+  lookup_miss_blocks_ = &blocks.Add({{"result", "miss"}});
+  auto& hit_blocks = CounterFamily(r, "kvtier_hit_blocks_total",
+                                   "Blocks lookups found, by the tier the answer named.");
+  auto& hit_tokens =
+      CounterFamily(r, "kvtier_hit_tokens_total", "Tokens of the blocks lookups found, by tier.");
+  for (int t = 0; t < kNumTiers; ++t) {
+    const std::string tier(TierName(static_cast<Tier>(t)));
+    hit_blocks_[t] = &hit_blocks.Add({{"tier", tier}});
+    hit_tokens_[t] = &hit_tokens.Add({{"tier", tier}});
+  }
+  miss_tokens_ = &CounterFamily(r, "kvtier_miss_tokens_total",
+                                "Tokens of looked-up blocks not found (prefill to compute).")
+                      .Add({});
+}
+
+void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r) {
+  auto& moved = CounterFamily(r, "kvtier_moved_bytes_total",
+                              "Payload bytes moved between tiers and clients, by direction.");
+  for (int d = 0; d < kNumCopyDirections; ++d) {
+    copied_bytes_[d] = &moved.Add({{"direction", kCopyDirectionNames[d]}});
+  }
+  auto& seconds = prometheus::BuildHistogram()
+                      .Name("kvtier_transfer_seconds")
+                      .Help("Latency of block transfers and requests, by operation.")
+                      .Register(r);
+  for (int op = 0; op < kNumTransferOps; ++op) {
+    transfer_seconds_[op] = &seconds.Add({{"op", kTransferOpNames[op]}}, TransferSecondsBuckets());
+  }
+  connected_clients_ =
+      &GaugeFamily(r, "kvtier_connected_clients", "Clients connected now.").Add({});
+  leases_held_ = &GaugeFamily(r, "kvtier_leases_held", "Block leases held by clients now.").Add({});
+}
+
+absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create(
+    const std::string& listen_address) {
+  std::unique_ptr<DaemonMetrics> metrics(new DaemonMetrics());
+  if (!listen_address.empty()) KVTIER_RETURN_IF_ERROR(metrics->Serve(listen_address));
+  return metrics;
+}
+
+absl::Status DaemonMetrics::Serve(const std::string& listen_address) {
+  KVTIER_RETURN_IF_ERROR(CheckAddress(listen_address));
+  CivetCallbacks callbacks;
+  callbacks.log_message = &OnCivetwebLog;
+  std::string reason;
+  startup_log = &reason;
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(listen_address, /*num_threads=*/2, &callbacks);
+  } catch (const std::exception& e) {
+    if (reason.empty()) reason = e.what();
+  }
+  startup_log = nullptr;
+  if (exposer_ == nullptr) {
+    return absl::UnavailableError(
+        fmt::format("metrics endpoint cannot listen on '{}': {}", listen_address, reason));
+  }
+  exposer_->RegisterCollectable(collector_);
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  port_ = ports.empty() ? 0 : ports.front();
+  KVTIER_LOG(kInfo, "metrics", "serving http://{}:{}/metrics",
+             listen_address.substr(0, listen_address.rfind(':')), port_);
+  return absl::OkStatus();
+}
+
+DaemonMetrics::~DaemonMetrics() {
+  exposer_.reset();  // civetweb stops and joins its threads; no scrape runs after this
+}
+
+void DaemonMetrics::WatchTiers(const TierManager* manager) { collector_->Watch(manager); }
+
+void DaemonMetrics::OnLookup(uint64_t keys, const std::array<uint64_t, kNumTiers>& hit_blocks,
+                             uint32_t block_tokens) {
+  const uint64_t hits = std::accumulate(hit_blocks.begin(), hit_blocks.end(), uint64_t{0});
+  const uint64_t misses = keys > hits ? keys - hits : 0;
+  lookups_->Increment();
+  lookup_hit_blocks_->Increment(static_cast<double>(hits));
+  lookup_miss_blocks_->Increment(static_cast<double>(misses));
+  miss_tokens_->Increment(static_cast<double>(misses) * block_tokens);
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (hit_blocks[t] == 0) continue;
+    hit_blocks_[t]->Increment(static_cast<double>(hit_blocks[t]));
+    hit_tokens_[t]->Increment(static_cast<double>(hit_blocks[t]) * block_tokens);
+  }
+}
+
+void DaemonMetrics::ObserveTransfer(TransferOp op, double seconds) {
+  transfer_seconds_[static_cast<int>(op)]->Observe(seconds);
+}
+
+void DaemonMetrics::AddCopiedBytes(CopyDirection direction, uint64_t bytes) {
+  copied_bytes_[static_cast<int>(direction)]->Increment(static_cast<double>(bytes));
+}
+
+void DaemonMetrics::SetConnectedClients(uint64_t clients) {
+  connected_clients_->Set(static_cast<double>(clients));
+}
+
+void DaemonMetrics::AddLeases(int64_t delta) {
+  leases_held_->Increment(static_cast<double>(delta));
+}
+
+std::string DaemonMetrics::Render() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, collector_->Collect());
+  return out.str();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,133 @@
+// DaemonMetrics: kvtierd's Prometheus metrics (DESIGN.md "Process model and protocol", Metrics;
+// every metric is listed in docs/metrics.md). Two sources feed one /metrics page:
+//
+//  * Events only the request path sees — lookups and their hits per tier, bytes clients copied in
+//    and out of T1, transfer latencies, connected clients, leases held — are recorded by the op
+//    layer through the On*/Add*/Set* calls below. They are prometheus-cpp counters, gauges and
+//    histograms whose objects are looked up once, at construction: a call is an atomic update
+//    (a histogram observation takes that histogram's own short mutex), never a family lookup.
+//  * What the tier manager and the tiers already count — puts, gets, evictions, demotions,
+//    admissions rejected, checksum failures, bytes moved T1<->T2, capacity and occupancy — is read
+//    from TierManager::Stats() and TierStats when Prometheus scrapes (WatchTiers), so nothing goes
+//    stale, nothing is counted twice, and there is no polling thread.
+//
+// The HTTP endpoint is prometheus-cpp's exposer (civetweb, two serving threads), bound to the
+// configured address; loopback by default because the page says how busy each tier is and nothing
+// more is needed by a local Prometheus or node agent.
+//
+// Thread-safety: every method may be called from any thread at any time, concurrently with
+// scrapes. Lifetime: WatchTiers(nullptr) must be called (or the DaemonMetrics destroyed) before
+// the watched TierManager is destroyed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "index/block_index.h"
+
+namespace prometheus {
+class Counter;
+class Exposer;
+class Gauge;
+class Histogram;
+class Registry;
+}  // namespace prometheus
+
+namespace kvtier {
+
+class TierManager;
+
+namespace internal {
+class MetricsCollector;
+}
+
+inline constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9477";
+
+// Latency histogram series (kvtier_transfer_seconds{op}).
+enum class TransferOp : uint8_t {
+  kGet = 0,      // a get request, from arrival to its blocks leased in T1 (promotions included)
+  kPut = 1,      // a put, from put_begin to put_commit
+  kPromote = 2,  // one block brought up to T1 (T2->T1 read, later T0 loads)
+  kDemote = 3,   // one block written down (T1->T2), from the decision to the committed copy;
+                 // the tier manager must report these (the request path never sees them)
+};
+inline constexpr int kNumTransferOps = 4;
+
+// Copies the daemon sees but does not do itself (clients copy to and from T1 and T0 in their own
+// process), for kvtier_moved_bytes_total{direction}. T1<->T2 bytes are not here: T2 counts them.
+enum class CopyDirection : uint8_t {
+  kClientToT1 = 0,  // a client filled a T1 slot it then committed (put)
+  kT1ToClient = 1,  // a client was leased a T1 block to copy out (get)
+  kT0ToT1 = 2,      // GPU issue: demotion from HBM
+  kT1ToT0 = 3,      // GPU issue: promotion into HBM
+};
+inline constexpr int kNumCopyDirections = 4;
+
+// The latency buckets of kvtier_transfer_seconds: 10 µs to 10 s, about 3 per decade — a T1 hit is
+// tens of µs, an NVMe promotion of a 2 MiB block ~1 ms, a long get under load up to seconds.
+std::vector<double> TransferSecondsBuckets();
+
+// Every family name DaemonMetrics exports (for tests and docs/metrics.md).
+std::vector<std::string> MetricFamilyNames();
+
+class DaemonMetrics {
+ public:
+  // Builds the registry and, unless `listen_address` is empty, serves it at
+  // http://<listen_address>/metrics ("host:port"; port 0 picks a free port, see listening_port()).
+  // Errors: InvalidArgument for an address that is not host:port, Unavailable when the address
+  // cannot be bound (in use, not a local address); both name the address.
+  static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Create(const std::string& listen_address);
+  // Stops the HTTP server (waiting for a scrape in progress) before anything it reads goes away.
+  ~DaemonMetrics();
+  DaemonMetrics(const DaemonMetrics&) = delete;
+  DaemonMetrics& operator=(const DaemonMetrics&) = delete;
+
+  // The bound TCP port; 0 when there is no endpoint.
+  int listening_port() const { return port_; }
+
+  // Reads tier and manager counters from `manager` at every scrape from now on; null stops it.
+  // Returns after any scrape reading the previous manager has finished.
+  void WatchTiers(const TierManager* manager);
+
+  // --- Recording, for the op layer. Cheap: atomics, no allocation, no lookups. ---
+  // One lookup of `keys` block keys; hit_blocks[t] of the found prefix were served from tier t
+  // (the tier the answer named). The rest (keys - sum) are misses. Tokens = blocks * block_tokens.
+  void OnLookup(uint64_t keys, const std::array<uint64_t, kNumTiers>& hit_blocks,
+                uint32_t block_tokens);
+  void ObserveTransfer(TransferOp op, double seconds);
+  void AddCopiedBytes(CopyDirection direction, uint64_t bytes);
+  void SetConnectedClients(uint64_t clients);
+  void AddLeases(int64_t delta);  // + when leases are granted, - when released or dropped
+
+  // The page Prometheus would get, without HTTP (tests, `kvtier stat`).
+  std::string Render() const;
+
+ private:
+  DaemonMetrics();
+  void RegisterLookupMetrics(prometheus::Registry& r);
+  void RegisterTransferMetrics(prometheus::Registry& r);
+  absl::Status Serve(const std::string& listen_address);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<internal::MetricsCollector> collector_;  // registry_ + tier snapshots
+  std::unique_ptr<prometheus::Exposer> exposer_;           // last member built, first destroyed
+  int port_ = 0;
+
+  // Objects inside registry_'s families; stable for the registry's lifetime.
+  prometheus::Counter* lookups_ = nullptr;
+  prometheus::Counter* lookup_hit_blocks_ = nullptr;
+  prometheus::Counter* lookup_miss_blocks_ = nullptr;
+  prometheus::Counter* miss_tokens_ = nullptr;
+  std::array<prometheus::Counter*, kNumTiers> hit_blocks_{};
+  std::array<prometheus::Counter*, kNumTiers> hit_tokens_{};
+  std::array<prometheus::Counter*, kNumCopyDirections> copied_bytes_{};
+  std::array<prometheus::Histogram*, kNumTransferOps> transfer_seconds_{};
+  prometheus::Gauge* connected_clients_ = nullptr;
+  prometheus::Gauge* leases_held_ = nullptr;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,199 @@
+#include "daemon/metrics_tiers.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace kvtier::internal {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+MetricFamily NewFamily(std::string name, std::string help, MetricType type) {
+  MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = type;
+  return family;
+}
+
+// One sample with labels {name=value}; the value goes where the family's type reads it.
+void AddSample(MetricFamily& family, std::vector<ClientMetric::Label> labels, double value) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  if (family.type == MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  family.metric.push_back(std::move(m));
+}
+
+void AddTierSample(MetricFamily& family, Tier tier, double value) {
+  AddSample(family, {{"tier", std::string(TierName(tier))}}, value);
+}
+
+// Families with one sample per present tier (T1 always, T2 when configured).
+std::vector<MetricFamily> CapacityFamilies(const TierSnapshot& s) {
+  MetricFamily capacity =
+      NewFamily("kvtier_tier_capacity_bytes", "Bytes of slots the tier has (slots x slot size).",
+                MetricType::Gauge);
+  MetricFamily used = NewFamily(
+      "kvtier_tier_used_bytes",
+      "Bytes of the tier's slots in use (whole slots, not payload bytes).", MetricType::Gauge);
+  MetricFamily admitting = NewFamily("kvtier_tier_admitting",
+                                     "1 while the tier accepts new blocks, 0 while it refuses them "
+                                     "(disk full, failed device).",
+                                     MetricType::Gauge);
+  MetricFamily io_errors =
+      NewFamily("kvtier_tier_io_errors_total",
+                "Reads and writes of the tier that failed with an I/O error.", MetricType::Counter);
+  auto add = [&](Tier tier, const TierStats& t) {
+    AddTierSample(capacity, tier, static_cast<double>(t.capacity_slots * t.slot_bytes));
+    AddTierSample(used, tier, static_cast<double>(t.used_slots * t.slot_bytes));
+    AddTierSample(admitting, tier, t.admitting ? 1 : 0);
+    const std::string name(TierName(tier));
+    AddSample(io_errors, {{"op", "read"}, {"tier", name}}, static_cast<double>(t.read_errors));
+    AddSample(io_errors, {{"op", "write"}, {"tier", name}}, static_cast<double>(t.write_errors));
+  };
+  add(Tier::kT1, s.t1);
+  if (s.has_t2) add(Tier::kT2, s.t2);
+  return {std::move(capacity), std::move(used), std::move(admitting), std::move(io_errors)};
+}
+
+// Where blocks went when they left a tier, and the integrity checks that dropped some.
+std::vector<MetricFamily> EvictionFamilies(const TierSnapshot& s) {
+  const TierManagerStats& m = s.manager;
+  MetricFamily evictions =
+      NewFamily("kvtier_evictions_total",
+                "Blocks the tier's eviction policy chose to leave the tier.", MetricType::Counter);
+  AddTierSample(evictions, Tier::kT1, static_cast<double>(m.t1_evictions));
+  MetricFamily clean = NewFamily("kvtier_clean_evictions_total",
+                                 "Evicted blocks that already had a copy in the tier below, so "
+                                 "leaving cost no write.",
+                                 MetricType::Counter);
+  AddTierSample(clean, Tier::kT1, static_cast<double>(m.t1_clean_evictions));
+  MetricFamily dropped = NewFamily("kvtier_dropped_blocks_total",
+                                   "Evicted blocks that left the tier with no copy below (gone).",
+                                   MetricType::Counter);
+  AddTierSample(dropped, Tier::kT1, static_cast<double>(m.t1_dropped));
+  MetricFamily rejected = NewFamily("kvtier_admissions_rejected_total",
+                                    "Blocks offered to the tier (demotions) that its admission "
+                                    "policy refused, or that came while it was not admitting.",
+                                    MetricType::Counter);
+  MetricFamily checksum = NewFamily("kvtier_checksum_failures_total",
+                                    "Blocks dropped because their payload did not match its "
+                                    "checksum (T1: changed after commit; T2: failed a read).",
+                                    MetricType::Counter);
+  AddTierSample(checksum, Tier::kT1, static_cast<double>(m.integrity_drops));
+  if (s.has_t2) {
+    AddTierSample(evictions, Tier::kT2, static_cast<double>(m.t2_evictions));
+    AddTierSample(rejected, Tier::kT2, static_cast<double>(m.demotions_rejected));
+    AddTierSample(checksum, Tier::kT2, static_cast<double>(s.t2.checksum_failures));
+  }
+  return {std::move(evictions), std::move(clean), std::move(dropped), std::move(rejected),
+          std::move(checksum)};
+}
+
+// Stores and loads, by outcome.
+std::vector<MetricFamily> PutGetFamilies(const TierSnapshot& s) {
+  const TierManagerStats& m = s.manager;
+  MetricFamily puts = NewFamily("kvtier_put_blocks_total",
+                                "Blocks offered for storing, by outcome (refused: T1 had no room).",
+                                MetricType::Counter);
+  AddSample(puts, {{"result", "stored"}}, static_cast<double>(m.puts_committed));
+  AddSample(puts, {{"result", "already_present"}}, static_cast<double>(m.puts_already_present));
+  AddSample(puts, {{"result", "refused"}}, static_cast<double>(m.puts_refused_full));
+  MetricFamily gets =
+      NewFamily("kvtier_get_blocks_total", "Blocks requested for loading, by how they were served.",
+                MetricType::Counter);
+  AddSample(gets, {{"result", "t1"}}, static_cast<double>(m.gets_t1));
+  AddSample(gets, {{"result", "promoted"}}, static_cast<double>(m.gets_promoted));
+  AddSample(gets, {{"result", "missing"}}, static_cast<double>(m.gets_missing));
+  MetricFamily promotion_failures =
+      NewFamily("kvtier_promotion_failures_total",
+                "Promotions into T1 that failed (read error, checksum).", MetricType::Counter);
+  AddSample(promotion_failures, {}, static_cast<double>(m.promotion_failures));
+  std::vector<MetricFamily> out;
+  for (MetricFamily* f : {&puts, &gets, &promotion_failures}) out.push_back(std::move(*f));
+  return out;
+}
+
+// Moves down to T2 and back, and what T2 held at start.
+std::vector<MetricFamily> DemotionFamilies(const TierSnapshot& s) {
+  const TierManagerStats& m = s.manager;
+  MetricFamily demotions =
+      NewFamily("kvtier_demotions_total", "Blocks written down from T1 to T2, by outcome.",
+                MetricType::Counter);
+  AddSample(demotions, {{"result", "written"}}, static_cast<double>(m.demotions));
+  AddSample(demotions, {{"result", "failed"}}, static_cast<double>(m.demotion_failures));
+  MetricFamily in_flight = NewFamily("kvtier_demotions_in_flight",
+                                     "Demotions started and not yet complete.", MetricType::Gauge);
+  AddSample(in_flight, {}, static_cast<double>(m.demotions_in_flight));
+  MetricFamily recovered = NewFamily(
+      "kvtier_recovered_blocks", "Blocks found in T2 at start (warm restart).", MetricType::Gauge);
+  AddSample(recovered, {}, static_cast<double>(m.recovered_blocks));
+  std::vector<MetricFamily> out;
+  for (MetricFamily* f : {&demotions, &in_flight, &recovered}) out.push_back(std::move(*f));
+  if (s.has_t2) {
+    MetricFamily moved = NewFamily("kvtier_moved_bytes_total",
+                                   "Payload bytes moved between tiers and clients, by direction.",
+                                   MetricType::Counter);
+    AddSample(moved, {{"direction", "t1_to_t2"}}, static_cast<double>(s.t2.write_bytes));
+    AddSample(moved, {{"direction", "t2_to_t1"}}, static_cast<double>(s.t2.read_bytes));
+    out.push_back(std::move(moved));
+  }
+  return out;
+}
+
+}  // namespace
+
+TierSnapshot TakeTierSnapshot(const TierManager& manager) {
+  TierSnapshot s;
+  s.manager = manager.Stats();
+  s.t1 = manager.t1().Stats();
+  if (manager.t2() != nullptr) {
+    s.has_t2 = true;
+    s.t2 = manager.t2()->Stats();
+  }
+  return s;
+}
+
+std::vector<MetricFamily> TierFamilies(const TierSnapshot& snapshot) {
+  std::vector<MetricFamily> families = CapacityFamilies(snapshot);
+  MergeFamilies(families, EvictionFamilies(snapshot));
+  MergeFamilies(families, PutGetFamilies(snapshot));
+  MergeFamilies(families, DemotionFamilies(snapshot));
+  return families;
+}
+
+void MergeFamilies(std::vector<MetricFamily>& into, std::vector<MetricFamily> more) {
+  for (MetricFamily& family : more) {
+    auto same = std::find_if(into.begin(), into.end(),
+                             [&](const MetricFamily& f) { return f.name == family.name; });
+    if (same == into.end()) {
+      into.push_back(std::move(family));
+      continue;
+    }
+    for (ClientMetric& m : family.metric) same->metric.push_back(std::move(m));
+  }
+}
+
+MetricsCollector::MetricsCollector(std::shared_ptr<prometheus::Registry> registry)
+    : registry_(std::move(registry)) {}
+
+void MetricsCollector::Watch(const TierManager* manager) {
+  absl::MutexLock lock(&mu_);
+  manager_ = manager;
+}
+
+std::vector<MetricFamily> MetricsCollector::Collect() const {
+  std::vector<MetricFamily> families = registry_->Collect();
+  absl::MutexLock lock(&mu_);
+  if (manager_ != nullptr) MergeFamilies(families, TierFamilies(TakeTierSnapshot(*manager_)));
+  return families;
+}
+
+}  // namespace kvtier::internal

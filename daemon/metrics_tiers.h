@@ -1,0 +1,54 @@
+// The scrape-time half of DaemonMetrics (daemon/metrics.h): Prometheus families built from a
+// snapshot of the tier manager's and the tiers' own counters, and the collector that joins them to
+// the op layer's registry into one page. Internal to daemon/; docs/metrics.md lists the families.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/registry.h"
+#include "tiers/storage_tier.h"
+#include "tiers/tier_manager.h"
+
+namespace kvtier::internal {
+
+// One consistent-enough read of everything the manager and its tiers count. Each part is its own
+// snapshot (counters move between the reads); every value is monotonic or a current level, so a
+// scrape that straddles an update is still correct the next time.
+struct TierSnapshot {
+  TierManagerStats manager;
+  TierStats t1;
+  bool has_t2 = false;
+  TierStats t2;
+};
+TierSnapshot TakeTierSnapshot(const TierManager& manager);
+
+// The families a snapshot exports (names, types and labels as in docs/metrics.md).
+std::vector<prometheus::MetricFamily> TierFamilies(const TierSnapshot& snapshot);
+
+// Appends `more` to `into`; a family whose name is already in `into` gets its samples added to
+// that family, so each name appears once on the page (Prometheus rejects a repeated TYPE line).
+void MergeFamilies(std::vector<prometheus::MetricFamily>& into,
+                   std::vector<prometheus::MetricFamily> more);
+
+// What the exposer serves: the registry's families plus, while a manager is watched, its
+// snapshot's. Thread-safe; Collect runs on the exposer's threads.
+class MetricsCollector : public prometheus::Collectable {
+ public:
+  explicit MetricsCollector(std::shared_ptr<prometheus::Registry> registry);
+
+  // Null stops reading tiers. Waits for a Collect reading the previous manager to finish.
+  void Watch(const TierManager* manager);
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const std::shared_ptr<prometheus::Registry> registry_;
+  mutable absl::Mutex mu_;
+  const TierManager* manager_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace kvtier::internal
