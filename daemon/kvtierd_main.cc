@@ -1,6 +1,6 @@
-// kvtierd: parses the command line, loads and validates the config, logs it. The server (control
-// socket, tiers, metrics) is added by the daemon issue; until then the process exits after
-// loading. Exit codes: 0 good, 1 a runtime failure, 2 a bad command line or config.
+// kvtierd: parses the command line, loads and validates the config, starts the daemon (daemon.h)
+// and serves until SIGTERM/SIGINT. Exit codes: 0 a clean stop (or a good --check-config), 1 a
+// failure to start or run, 2 a bad command line or config.
 #include <cstdio>
 #include <string>
 
@@ -8,11 +8,13 @@
 #include "daemon/cli.h"
 #include "daemon/config.h"
 #include "daemon/config_schema.h"
+#include "daemon/daemon.h"
 #include "daemon/log_file.h"
 
 namespace kvtier {
 namespace {
 
+constexpr int kStartFailed = 1;
 constexpr int kBadConfig = 2;
 
 int Fail(const absl::Status& status, int code) {
@@ -58,7 +60,10 @@ int Main(int argc, char** argv) {
     KVTIER_LOG(kInfo, "daemon", "config is valid");
     return 0;
   }
-  KVTIER_LOG(kWarn, "daemon", "the server is not built yet; exiting after loading the config");
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(*config);
+  if (!daemon.ok()) return Fail(LocateError(*config, daemon.status()), kStartFailed);
+  (*daemon)->RunUntilSignalled();
+  daemon->reset();
   return 0;
 }
 

@@ -2,11 +2,13 @@
 
 #include <xxhash.h>
 
+#include <bit>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "common/log.h"
 #include "daemon/lookup_recorder.h"
+#include "daemon/metrics.h"
 
 namespace kvtier {
 namespace {
@@ -54,15 +56,17 @@ size_t Session::puts_pending() const {
   return pending_puts_.size();
 }
 
-Service::Service(TierManager& tiers, const KeyScope& scope, LookupRecorder* recorder)
-    : tiers_(tiers), scope_(scope), recorder_(recorder) {}
+Service::Service(TierManager& tiers, const KeyScope& scope, LookupRecorder* recorder,
+                 DaemonMetrics* metrics)
+    : tiers_(tiers), scope_(scope), recorder_(recorder), metrics_(metrics) {}
 
 Service::~Service() = default;
 
 absl::StatusOr<std::shared_ptr<Session>> Service::Open(const Namespace& ns) {
   KVTIER_RETURN_IF_ERROR(ns.Validate());
   const uint64_t id = next_session_id_.fetch_add(1, std::memory_order_relaxed);
-  sessions_.fetch_add(1, std::memory_order_relaxed);
+  const size_t now = sessions_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (metrics_ != nullptr) metrics_->SetConnectedClients(now);
   return std::shared_ptr<Session>(new Session(*this, ns, NamespaceRoot(ns), id));
 }
 
@@ -73,7 +77,8 @@ void Service::Close(Session& session) {
     session.closed_ = true;
   }
   ReleaseAll(session);
-  sessions_.fetch_sub(1, std::memory_order_relaxed);
+  const size_t now = sessions_.fetch_sub(1, std::memory_order_relaxed) - 1;
+  if (metrics_ != nullptr) metrics_->SetConnectedClients(now);
 }
 
 void Service::ReleaseAll(Session& session) {
@@ -87,6 +92,7 @@ void Service::ReleaseAll(Session& session) {
   for (const auto& [key, count] : leases) {
     for (uint32_t i = 0; i < count; ++i) (void)tiers_.Release(key);
     leases_.fetch_sub(count, std::memory_order_relaxed);
+    if (metrics_ != nullptr) metrics_->AddLeases(-static_cast<int64_t>(count));
   }
   for (const auto& [key, put] : puts) tiers_.AbortPut(put.slot);
 }
@@ -100,6 +106,11 @@ size_t Service::Lookup(Session& session, absl::Span<const BlockKey> keys,
   lookups_.fetch_add(1, std::memory_order_relaxed);
   lookup_keys_.fetch_add(keys.size(), std::memory_order_relaxed);
   lookup_hit_blocks_.fetch_add(n, std::memory_order_relaxed);
+  if (metrics_ != nullptr) {
+    std::array<uint64_t, kNumTiers> by_tier{};
+    for (size_t i = 0; i < n; ++i) ++by_tier[std::countr_zero(static_cast<unsigned>(tiers[i]))];
+    metrics_->OnLookup(keys.size(), by_tier, session.ns_.block_tokens);
+  }
   return n;
 }
 
@@ -111,6 +122,10 @@ GetResult Service::SettleGet(Session& session, const BlockKey& key,
     if (!session.closed_) {
       ++session.leases_[key];
       leases_.fetch_add(1, std::memory_order_relaxed);
+      if (metrics_ != nullptr) {
+        metrics_->AddLeases(1);
+        metrics_->AddCopiedBytes(CopyDirection::kT1ToClient, got->payload_bytes);
+      }
       return GetResult{BlockStatus::kOk, got->slot, got->payload_bytes};
     }
   }
@@ -126,10 +141,14 @@ void Service::Get(const std::shared_ptr<Session>& session, absl::Span<const Bloc
   batch->results.resize(keys.size());
   batch->remaining.store(keys.size() + 1, std::memory_order_relaxed);  // +1: this call's own
   batch->done = std::move(done);
-  auto finish_one = [batch] {
-    if (batch->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      batch->done(std::move(batch->results));
+  const auto start = std::chrono::steady_clock::now();
+  auto finish_one = [batch, start, metrics = metrics_] {
+    if (batch->remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (metrics != nullptr) {
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      metrics->ObserveTransfer(TransferOp::kGet, took.count());
     }
+    batch->done(std::move(batch->results));
   };
   for (size_t i = 0; i < keys.size(); ++i) {
     const BlockKey key = scope_.Scope(session->root_, keys[i]);
@@ -153,6 +172,7 @@ std::vector<BlockStatus> Service::Release(Session& session, absl::Span<const Blo
     }
     leases_.fetch_sub(1, std::memory_order_relaxed);
     releases_.fetch_add(1, std::memory_order_relaxed);
+    if (metrics_ != nullptr) metrics_->AddLeases(-1);
     out[i] = StatusOf(tiers_.Release(key));
   }
   return out;
@@ -182,7 +202,8 @@ BlockStatus Service::BeginOne(Session& session, const PutBeginItem& item, SlotId
   if (!slot.ok()) return StatusOf(slot.status());
   std::optional<BlockKey> parent;
   if (item.parent) parent = scope_.Scope(session.root_, *item.parent);
-  session.pending_puts_[key] = Session::OpenPut{*slot, item.payload_bytes, parent};
+  session.pending_puts_[key] =
+      Session::OpenPut{*slot, item.payload_bytes, parent, std::chrono::steady_clock::now()};
   *slot_out = *slot;
   return BlockStatus::kOk;
 }
@@ -219,6 +240,11 @@ BlockStatus Service::CommitOne(Session& session, const PutCommitItem& item) {
   if (!outcome.ok()) {
     tiers_.AbortPut(put.slot);
     return BlockStatus::kError;
+  }
+  if (metrics_ != nullptr) {
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - put.begun;
+    metrics_->ObserveTransfer(TransferOp::kPut, took.count());
+    metrics_->AddCopiedBytes(CopyDirection::kClientToT1, put.payload_bytes);
   }
   return *outcome == CommitOutcome::kStored ? BlockStatus::kOk : BlockStatus::kAlreadyPresent;
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,6 +27,7 @@
 
 namespace kvtier {
 
+class DaemonMetrics;
 class LookupRecorder;
 
 // One block's outcome, as the protocol reports it.
@@ -100,6 +102,7 @@ class Session {
     SlotId slot = kNoSlot;
     uint32_t payload_bytes = 0;
     std::optional<BlockKey> parent;  // daemon key
+    std::chrono::steady_clock::time_point begun;
   };
   bool closed_ = false;                                  // guarded by mu_
   absl::flat_hash_map<BlockKey, uint32_t> leases_;       // daemon key -> leases held; by mu_
@@ -108,8 +111,10 @@ class Session {
 
 class Service {
  public:
-  // `recorder` (may be null) gets every lookup (kvtierd --record). Both must outlive the service.
-  Service(TierManager& tiers, const KeyScope& scope, LookupRecorder* recorder);
+  // `recorder` (may be null) gets every lookup (kvtierd --record); `metrics` (may be null) every
+  // event the request path sees. All must outlive the service.
+  Service(TierManager& tiers, const KeyScope& scope, LookupRecorder* recorder,
+          DaemonMetrics* metrics = nullptr);
   ~Service();
 
   // A session for a client that declared `ns`. InvalidArgument naming the field for a bad one.
@@ -162,6 +167,7 @@ class Service {
   TierManager& tiers_;
   const KeyScope& scope_;
   LookupRecorder* const recorder_;
+  DaemonMetrics* const metrics_;
   std::atomic<uint64_t> next_session_id_{1};
   std::atomic<size_t> sessions_{0};
   std::atomic<uint64_t> leases_{0};

@@ -1,0 +1,38 @@
+// Daemon: one running kvtierd, its parts built from a validated config and torn down in order
+// (DESIGN.md "Process model and protocol"):
+//
+//   tier manager (T1, T2 + warm restart) -> key scope (secret in the data directory) -> service
+//   (+ lookup recorder) -> metrics endpoint -> control socket.
+//
+// Stop order is the reverse: stop accepting and close every client (each after its gets in
+// flight finish, giving back leases and open puts), stop the metrics endpoint, then the tier
+// manager finishes moves in flight and closes T2 with its metadata flushed — so a SIGTERM'd
+// daemon restarts with every block it had committed to T2.
+//
+// Thread-safety: Start and the destructor from one thread; Run blocks that thread.
+#pragma once
+
+#include <memory>
+
+#include "common/status.h"
+#include "daemon/config.h"
+
+namespace kvtier {
+
+class Daemon {
+ public:
+  // Errors name the setting or the part that failed (tiers, socket, metrics address).
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config);
+  ~Daemon();
+  // Serves until SIGTERM or SIGINT. SIGHUP reopens daemon.log_file and daemon.record_file (after
+  // log rotation) and goes on.
+  void RunUntilSignalled();
+
+  class Parts;
+
+ private:
+  explicit Daemon(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace kvtier
