@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# The quick start's main job: builds `kvtier`, generates a seeded sample workload with `kvtier synth`
-# and replays it with `kvtier replay`, printing each eviction policy's hit ratios side by side with
-# Belady's optimum. (When the daemon lands, this starts `kvtierd` instead.)
+# The quick start's main job: builds kvtierd and the kvtier tool, then runs kvtierd in the
+# foreground with configs/default.toml (1 GiB of T1, 4 GiB of T2 under ./kvtier-data, metrics on
+# 127.0.0.1:9464). Ctrl-C (SIGINT) or SIGTERM stops it cleanly; T2 survives for the next start.
+# Extra arguments go to kvtierd, e.g. `tools/demo.sh --t1.capacity_bytes 8GiB`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset default >/dev/null
-cmake --build --preset default --target kvtier
-mkdir -p build/demo
-kvtier=build/default/tools/kvtier
-$kvtier synth --seed 42 --requests 20000 --out build/demo/synth.jsonl
-echo "== sample workload build/demo/synth.jsonl, one cache tier of 2,000 blocks of 512 tokens =="
-$kvtier replay --trace build/demo/synth.jsonl --capacity-blocks 2000 \
-  --compare lru,fifo,sieve,s3fifo,arc,opt "$@"
+cmake --build --preset default --target kvtierd kvtier kvtier_client_c
+echo "== kvtierd: socket ./kvtier-data/kvtierd.sock, metrics http://127.0.0.1:9464/metrics"
+echo "== point an engine at it with the C++/C/Python client (docs/protocol.md, docs/python.md);"
+echo "== watch it from another shell: build/default/tools/kvtier stat --socket kvtier-data/kvtierd.sock"
+exec build/default/daemon/kvtierd --config configs/default.toml "$@"
