@@ -25,11 +25,14 @@ void SetSleeping(uint32_t& flag, bool sleeping) {
   std::atomic_ref<uint32_t>(flag).store(sleeping ? 1 : 0, std::memory_order_relaxed);
 }
 
-// Wakes the peer if it has announced that it sleeps. The fence orders our index store before the
-// flag load (the waker's half of the handshake in spsc_ring.h).
-void WakeIfSleeping(uint32_t& peer_flag, const EventFd* peer_bell) {
+// Wakes the peer if it has announced that it sleeps; counts the rings in `rung`. The fence orders
+// our index store before the flag load (the waker's half of the handshake in spsc_ring.h).
+void WakeIfSleeping(uint32_t& peer_flag, const EventFd* peer_bell, uint64_t* rung) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (Sleeping(peer_flag) && peer_bell != nullptr) peer_bell->Signal();
+  if (Sleeping(peer_flag) && peer_bell != nullptr) {
+    peer_bell->Signal();
+    ++*rung;
+  }
 }
 
 void CpuRelax() {
@@ -67,7 +70,7 @@ absl::StatusOr<bool> RingProducer::TryPush(const void* record) {
   std::memcpy(slot, record, kRecordBytes);
   ++head_;
   Store(ring_.control->head, head_, std::memory_order_release);
-  WakeIfSleeping(ring_.control->consumer_sleeping, peer_bell_);
+  WakeIfSleeping(ring_.control->consumer_sleeping, peer_bell_, &bells_rung_);
   return true;
 }
 
@@ -82,7 +85,10 @@ absl::Status RingProducer::Push(const void* record, const EventFd& own_bell, int
     SetSleeping(ring_.control->producer_sleeping, true);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     absl::StatusOr<bool> space = HasSpace();
-    if (space.ok() && !*space) space = own_bell.Wait();
+    if (space.ok() && !*space) {
+      ++sleeps_;
+      space = own_bell.Wait();
+    }
     SetSleeping(ring_.control->producer_sleeping, false);
     KVTIER_RETURN_IF_ERROR(space.status());
   }
@@ -109,7 +115,7 @@ absl::StatusOr<bool> RingConsumer::TryPop(void* record) {
   std::memcpy(record, slot, kRecordBytes);
   ++tail_;
   Store(ring_.control->tail, tail_, std::memory_order_release);
-  WakeIfSleeping(ring_.control->producer_sleeping, peer_bell_);
+  WakeIfSleeping(ring_.control->producer_sleeping, peer_bell_, &bells_rung_);
   return true;
 }
 
@@ -123,6 +129,7 @@ absl::Status RingConsumer::Pop(void* record, const EventFd& own_bell, int spin) 
     }
     KVTIER_ASSIGN_OR_RETURN(const bool sleep, PrepareToSleep());
     if (!sleep) continue;
+    ++sleeps_;
     absl::StatusOr<bool> woken = own_bell.Wait();
     EndSleep();
     KVTIER_RETURN_IF_ERROR(woken.status());

@@ -56,6 +56,11 @@ class RingProducer {
   // consumer frees a slot.
   absl::Status Push(const void* record, const EventFd& own_bell, int spin = 0);
 
+  // Doorbells this endpoint rang (system calls it made to wake the peer) and times it slept, for
+  // metrics and benchmarks.
+  uint64_t bells_rung() const { return bells_rung_; }
+  uint64_t sleeps() const { return sleeps_; }
+
  private:
   absl::StatusOr<bool> HasSpace();
 
@@ -63,6 +68,8 @@ class RingProducer {
   const EventFd* peer_bell_;
   uint64_t head_;         // private copy of what we published
   uint64_t cached_tail_;  // last tail read from the consumer
+  uint64_t bells_rung_ = 0;
+  uint64_t sleeps_ = 0;
 };
 
 class RingConsumer {
@@ -83,6 +90,10 @@ class RingConsumer {
   absl::StatusOr<bool> PrepareToSleep();
   void EndSleep();
 
+  // As RingProducer's. sleeps() counts the waits Pop made (PrepareToSleep returning true).
+  uint64_t bells_rung() const { return bells_rung_; }
+  uint64_t sleeps() const { return sleeps_; }
+
  private:
   absl::StatusOr<bool> HasRecord();
 
@@ -90,6 +101,8 @@ class RingConsumer {
   const EventFd* peer_bell_;
   uint64_t tail_;
   uint64_t cached_head_;
+  uint64_t bells_rung_ = 0;
+  uint64_t sleeps_ = 0;
 };
 
 }  // namespace kvtier::protocol

@@ -99,6 +99,8 @@ TEST_F(RingTest, BellRingsOnlyWhenThePeerSleeps) {
   Control().producer_sleeping = 1;  // as Push does on a full ring
   ASSERT_TRUE(*c.TryPop(&r));
   EXPECT_TRUE(producer_bell_->Drain());
+  EXPECT_EQ(p.bells_rung(), 1u);  // only for the one push that found the consumer asleep
+  EXPECT_EQ(c.bells_rung(), 1u);
 }
 
 TEST_F(RingTest, BlockingPopReturnsRecordsAlreadyThere) {
