@@ -24,6 +24,11 @@
 // completion ring the other way round. Each endpoint holds the *peer's* bell to ring and is given
 // its *own* bell to sleep on.
 //
+// Endpoints read their starting index from the control block once, when constructed; the daemon
+// builds its endpoints before it sends the region to the client, so it starts from zeros it wrote.
+// Whatever an index holds, slots are addressed modulo `entries`, so no value can move an access
+// outside the ring.
+//
 // Thread-safety: one thread per endpoint at a time (single producer, single consumer).
 #pragma once
 
