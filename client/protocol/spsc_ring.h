@@ -9,14 +9,16 @@
 // ring: an impossible peer index (more than `entries` records apart) is reported as DataLoss and
 // the connection is to be closed.
 //
-// Ordering: a record is copied in, then head is stored with release; the consumer loads head with
-// acquire, then copies the record out (so it reads only a private copy), then stores tail with
-// release, which hands the slot back.
+// Ordering: a record is copied in, then head is stored; the consumer loads head, then copies the
+// record out (so it reads only a private copy), then stores tail, which hands the slot back. Index
+// stores and loads are seq_cst (which includes release/acquire), because the sleep handshake needs
+// them in one total order with the flags.
 //
-// Sleeping without lost wakeups (a Dekker handshake through seq_cst fences):
-//   sleeper:  flag = 1; fence(seq_cst); recheck the ring; if still nothing, wait on its own bell;
-//             flag = 0.
-//   waker:    publish head/tail; fence(seq_cst); if the peer's flag is 1, ring the peer's bell.
+// Sleeping without lost wakeups (a Dekker handshake; every access below is seq_cst):
+//   sleeper:  flag = 1; recheck the ring (load the peer's index); if still nothing, wait on its
+//             own bell; flag = 0.
+//   waker:    store its own index (publishing); load the peer's flag; if it is 1, ring the peer's
+//             bell.
 // Either the waker sees flag = 1 and rings, or the sleeper's recheck sees the new index. An eventfd
 // keeps a ring that comes before the wait, so it is not lost either. Wakes can be spurious.
 //
