@@ -18,18 +18,25 @@ uint64_t Load(uint64_t& word, std::memory_order order) {
 void Store(uint64_t& word, uint64_t value, std::memory_order order) {
   std::atomic_ref<uint64_t>(word).store(value, order);
 }
-bool Sleeping(uint32_t& flag) {
-  return std::atomic_ref<uint32_t>(flag).load(std::memory_order_relaxed) != 0;
-}
+// The sleep handshake (spsc_ring.h) is a Dekker pattern: each side stores one word, then loads
+// the other's. It needs those stores and loads in one total order, so all four are seq_cst (on
+// x86 the store is an xchg, as costly as the mfence a fence would be, and the load a plain mov;
+// ThreadSanitizer models seq_cst operations but not standalone fences). Index stores are the
+// publishing stores, so seq_cst also gives them the release the records need.
+constexpr std::memory_order kHandshake = std::memory_order_seq_cst;
+
+bool Sleeping(uint32_t& flag) { return std::atomic_ref<uint32_t>(flag).load(kHandshake) != 0; }
 void SetSleeping(uint32_t& flag, bool sleeping) {
-  std::atomic_ref<uint32_t>(flag).store(sleeping ? 1 : 0, std::memory_order_relaxed);
+  std::atomic_ref<uint32_t>(flag).store(sleeping ? 1 : 0, kHandshake);
 }
 
-// Wakes the peer if it has announced that it sleeps. The fence orders our index store before the
-// flag load (the waker's half of the handshake in spsc_ring.h).
-void WakeIfSleeping(uint32_t& peer_flag, const EventFd* peer_bell) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (Sleeping(peer_flag) && peer_bell != nullptr) peer_bell->Signal();
+// Wakes the peer if it has announced that it sleeps; counts the rings in `rung`. Called after the
+// seq_cst store of our index (the waker's half of the handshake).
+void WakeIfSleeping(uint32_t& peer_flag, const EventFd* peer_bell, uint64_t* rung) {
+  if (Sleeping(peer_flag) && peer_bell != nullptr) {
+    peer_bell->Signal();
+    ++*rung;
+  }
 }
 
 void CpuRelax() {
@@ -54,7 +61,7 @@ RingProducer::RingProducer(RingMemory ring, const EventFd* peer_bell)
 
 absl::StatusOr<bool> RingProducer::HasSpace() {
   if (head_ - cached_tail_ < ring_.entries) return true;
-  const uint64_t tail = Load(ring_.control->tail, std::memory_order_acquire);
+  const uint64_t tail = Load(ring_.control->tail, kHandshake);
   if (head_ - tail > ring_.entries) return Impossible("consumer", head_, tail, ring_.entries);
   cached_tail_ = tail;  // only a possible index is ever kept
   return head_ - cached_tail_ < ring_.entries;
@@ -66,8 +73,8 @@ absl::StatusOr<bool> RingProducer::TryPush(const void* record) {
   std::byte* slot = ring_.records + (head_ & (ring_.entries - 1)) * size_t{kRecordBytes};
   std::memcpy(slot, record, kRecordBytes);
   ++head_;
-  Store(ring_.control->head, head_, std::memory_order_release);
-  WakeIfSleeping(ring_.control->consumer_sleeping, peer_bell_);
+  Store(ring_.control->head, head_, kHandshake);
+  WakeIfSleeping(ring_.control->consumer_sleeping, peer_bell_, &bells_rung_);
   return true;
 }
 
@@ -80,9 +87,11 @@ absl::Status RingProducer::Push(const void* record, const EventFd& own_bell, int
       continue;
     }
     SetSleeping(ring_.control->producer_sleeping, true);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     absl::StatusOr<bool> space = HasSpace();
-    if (space.ok() && !*space) space = own_bell.Wait();
+    if (space.ok() && !*space) {
+      ++sleeps_;
+      space = own_bell.Wait();
+    }
     SetSleeping(ring_.control->producer_sleeping, false);
     KVTIER_RETURN_IF_ERROR(space.status());
   }
@@ -96,7 +105,7 @@ RingConsumer::RingConsumer(RingMemory ring, const EventFd* peer_bell)
 
 absl::StatusOr<bool> RingConsumer::HasRecord() {
   if (cached_head_ != tail_) return true;
-  const uint64_t head = Load(ring_.control->head, std::memory_order_acquire);
+  const uint64_t head = Load(ring_.control->head, kHandshake);
   if (head - tail_ > ring_.entries) return Impossible("producer", head, tail_, ring_.entries);
   cached_head_ = head;  // only a possible index is ever kept
   return cached_head_ != tail_;
@@ -108,8 +117,8 @@ absl::StatusOr<bool> RingConsumer::TryPop(void* record) {
   const std::byte* slot = ring_.records + (tail_ & (ring_.entries - 1)) * size_t{kRecordBytes};
   std::memcpy(record, slot, kRecordBytes);
   ++tail_;
-  Store(ring_.control->tail, tail_, std::memory_order_release);
-  WakeIfSleeping(ring_.control->producer_sleeping, peer_bell_);
+  Store(ring_.control->tail, tail_, kHandshake);
+  WakeIfSleeping(ring_.control->producer_sleeping, peer_bell_, &bells_rung_);
   return true;
 }
 
@@ -123,6 +132,7 @@ absl::Status RingConsumer::Pop(void* record, const EventFd& own_bell, int spin) 
     }
     KVTIER_ASSIGN_OR_RETURN(const bool sleep, PrepareToSleep());
     if (!sleep) continue;
+    ++sleeps_;
     absl::StatusOr<bool> woken = own_bell.Wait();
     EndSleep();
     KVTIER_RETURN_IF_ERROR(woken.status());
@@ -131,7 +141,6 @@ absl::Status RingConsumer::Pop(void* record, const EventFd& own_bell, int spin) 
 
 absl::StatusOr<bool> RingConsumer::PrepareToSleep() {
   SetSleeping(ring_.control->consumer_sleeping, true);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   absl::StatusOr<bool> ready = HasRecord();
   if (!ready.ok() || *ready) EndSleep();
   if (!ready.ok()) return ready.status();

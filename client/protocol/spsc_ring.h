@@ -9,20 +9,27 @@
 // ring: an impossible peer index (more than `entries` records apart) is reported as DataLoss and
 // the connection is to be closed.
 //
-// Ordering: a record is copied in, then head is stored with release; the consumer loads head with
-// acquire, then copies the record out (so it reads only a private copy), then stores tail with
-// release, which hands the slot back.
+// Ordering: a record is copied in, then head is stored; the consumer loads head, then copies the
+// record out (so it reads only a private copy), then stores tail, which hands the slot back. Index
+// stores and loads are seq_cst (which includes release/acquire), because the sleep handshake needs
+// them in one total order with the flags.
 //
-// Sleeping without lost wakeups (a Dekker handshake through seq_cst fences):
-//   sleeper:  flag = 1; fence(seq_cst); recheck the ring; if still nothing, wait on its own bell;
-//             flag = 0.
-//   waker:    publish head/tail; fence(seq_cst); if the peer's flag is 1, ring the peer's bell.
+// Sleeping without lost wakeups (a Dekker handshake; every access below is seq_cst):
+//   sleeper:  flag = 1; recheck the ring (load the peer's index); if still nothing, wait on its
+//             own bell; flag = 0.
+//   waker:    store its own index (publishing); load the peer's flag; if it is 1, ring the peer's
+//             bell.
 // Either the waker sees flag = 1 and rings, or the sleeper's recheck sees the new index. An eventfd
 // keeps a ring that comes before the wait, so it is not lost either. Wakes can be spurious.
 //
 // Who rings whom: the submission ring's producer is the client and its consumer the daemon; the
 // completion ring the other way round. Each endpoint holds the *peer's* bell to ring and is given
 // its *own* bell to sleep on.
+//
+// Endpoints read their starting index from the control block once, when constructed; the daemon
+// builds its endpoints before it sends the region to the client, so it starts from zeros it wrote.
+// Whatever an index holds, slots are addressed modulo `entries`, so no value can move an access
+// outside the ring.
 //
 // Thread-safety: one thread per endpoint at a time (single producer, single consumer).
 #pragma once
@@ -56,6 +63,11 @@ class RingProducer {
   // consumer frees a slot.
   absl::Status Push(const void* record, const EventFd& own_bell, int spin = 0);
 
+  // Doorbells this endpoint rang (system calls it made to wake the peer) and times it slept, for
+  // metrics and benchmarks.
+  uint64_t bells_rung() const { return bells_rung_; }
+  uint64_t sleeps() const { return sleeps_; }
+
  private:
   absl::StatusOr<bool> HasSpace();
 
@@ -63,6 +75,8 @@ class RingProducer {
   const EventFd* peer_bell_;
   uint64_t head_;         // private copy of what we published
   uint64_t cached_tail_;  // last tail read from the consumer
+  uint64_t bells_rung_ = 0;
+  uint64_t sleeps_ = 0;
 };
 
 class RingConsumer {
@@ -83,6 +97,10 @@ class RingConsumer {
   absl::StatusOr<bool> PrepareToSleep();
   void EndSleep();
 
+  // As RingProducer's. sleeps() counts the waits Pop made (PrepareToSleep returning true).
+  uint64_t bells_rung() const { return bells_rung_; }
+  uint64_t sleeps() const { return sleeps_; }
+
  private:
   absl::StatusOr<bool> HasRecord();
 
@@ -90,6 +108,8 @@ class RingConsumer {
   const EventFd* peer_bell_;
   uint64_t tail_;
   uint64_t cached_head_;
+  uint64_t bells_rung_ = 0;
+  uint64_t sleeps_ = 0;
 };
 
 }  // namespace kvtier::protocol

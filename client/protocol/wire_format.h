@@ -252,7 +252,7 @@ inline constexpr uint32_t kMaxBlockCode = 6;
 struct BlockResult {
   uint32_t code;           // BlockCode
   uint32_t slot;           // T1 slot when code is kOk for get / put_begin; else 0
-  uint32_t payload_bytes;  // get: the payload's bytes in the slot; else 0
+  uint32_t payload_bytes;  // with kOk: get, the payload's bytes; put_begin, as asked; else 0
   uint32_t reserved;       // 0
 };
 static_assert(sizeof(BlockResult) == 16);
