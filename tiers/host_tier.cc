@@ -1,6 +1,7 @@
 #include "tiers/host_tier.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <linux/memfd.h>  // MFD_HUGE_2MB
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,7 +45,8 @@ struct Segment {
 };
 
 absl::StatusOr<Segment> MapSegment(size_t size, bool huge) {
-  const unsigned flags = MFD_CLOEXEC | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0u);
+  const unsigned flags =
+      MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0u);
   const int fd = memfd_create("kvtier-t1", flags);
   if (fd < 0) return absl::InternalError("memfd_create: " + ErrnoText(errno));
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -52,6 +54,13 @@ absl::StatusOr<Segment> MapSegment(size_t size, bool huge) {
     close(fd);
     return absl::ResourceExhaustedError(
         fmt::format("ftruncate to {} bytes: {}", size, ErrnoText(err)));
+  }
+  // Clients receive this fd: sealed, none of them can shrink it under the daemon (a SIGBUS on the
+  // daemon's next access) or grow it.
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::InternalError(fmt::format("sealing the T1 memfd: {}", ErrnoText(err)));
   }
   // For hugetlb the pages are reserved here, so a shortage fails now, never as a SIGBUS later.
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -1,5 +1,7 @@
 #include "tiers/host_tier.h"
 
+#include <fcntl.h>
+
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -184,6 +186,19 @@ TEST(HostTierTest, ForkedChildMappingTheFdSharesBytesBothWays) {
   std::vector<uint8_t> out;
   ASSERT_TRUE(ReadSync(*tier, child_slot, out).ok());
   EXPECT_EQ(out, from_child);
+}
+
+// A client holding the fd cannot shrink or grow the segment under the daemon (which would turn
+// the daemon's next access into a SIGBUS).
+TEST(HostTierTest, TheSegmentIsSealedAgainstResizing) {
+  std::unique_ptr<HostTier> tier = MakeTier();
+  ASSERT_NE(tier, nullptr);
+  EXPECT_NE(ftruncate(tier->fd(), 4096), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(tier->fd(), static_cast<off_t>(tier->size() * 2)), 0);
+  const int seals = fcntl(tier->fd(), F_GET_SEALS);
+  EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
 }
 
 // Several threads allocate, write, read back and free at once (also run under ThreadSanitizer).
