@@ -70,9 +70,15 @@ absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   return absl::InternalError(fmt::format("t2 metadata {}: {}", what, s.ToString()));
 }
 
+std::string LayoutStamp(const SlotLayout& layout) {
+  return fmt::format("slot_bytes={} directories={} slots_per_directory={}", layout.slot_bytes,
+                     layout.directories, layout.slots_per_directory);
+}
+
 }  // namespace
 
-NvmeMetadata::NvmeMetadata(rocksdb::DB* db, bool sync) : db_(db), sync_(sync) {}
+NvmeMetadata::NvmeMetadata(rocksdb::DB* db, bool sync, std::string layout)
+    : db_(db), sync_(sync), layout_(std::move(layout)) {}
 NvmeMetadata::~NvmeMetadata() = default;
 
 absl::StatusOr<std::unique_ptr<NvmeMetadata>> NvmeMetadata::Open(const std::string& dir, bool sync,
@@ -93,15 +99,13 @@ absl::StatusOr<std::unique_ptr<NvmeMetadata>> NvmeMetadata::Open(const std::stri
     return absl::InternalError(
         fmt::format("t2.metadata_directory: opening RocksDB at {}: {}", dir, s.ToString()));
   }
-  std::unique_ptr<NvmeMetadata> meta(new NvmeMetadata(db, sync));
-  KVTIER_RETURN_IF_ERROR(meta->CheckLayout(layout));
+  std::unique_ptr<NvmeMetadata> meta(new NvmeMetadata(db, sync, LayoutStamp(layout)));
+  KVTIER_RETURN_IF_ERROR(meta->CheckLayout());
   return meta;
 }
 
-absl::Status NvmeMetadata::CheckLayout(const SlotLayout& layout) {
-  const std::string want =
-      fmt::format("slot_bytes={} directories={} slots_per_directory={}", layout.slot_bytes,
-                  layout.directories, layout.slots_per_directory);
+absl::Status NvmeMetadata::CheckLayout() {
+  const std::string& want = layout_;
   std::string have;
   const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kLayoutKey, &have);
   if (s.IsNotFound()) {
@@ -127,6 +131,19 @@ absl::Status NvmeMetadata::PutBatch(const std::vector<StoredRecord>& records) {
   rocksdb::WriteOptions w;
   w.sync = sync_;
   return FromRocks(db_->Write(w, &batch), "put");
+}
+
+absl::Status NvmeMetadata::Probe() {
+  rocksdb::WriteOptions w;
+  w.sync = true;
+  rocksdb::Status s = db_->Put(w, kLayoutKey, layout_);
+  if (!s.ok()) {
+    // A failed WAL write (e.g. ENOSPC) leaves RocksDB refusing writes until it is resumed.
+    const rocksdb::Status resumed = db_->Resume();
+    if (!resumed.ok()) return FromRocks(resumed, "probe (resume after a failed write)");
+    s = db_->Put(w, kLayoutKey, layout_);
+  }
+  return FromRocks(s, "probe (layout stamp rewrite)");
 }
 
 absl::Status NvmeMetadata::Delete(const BlockKey& key, SlotId slot) {

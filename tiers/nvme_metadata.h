@@ -54,6 +54,9 @@ class NvmeMetadata {
   // Puts every record in one atomic batch (one WAL write, one sync).
   absl::Status PutBatch(const std::vector<StoredRecord>& records);
   absl::Status Delete(const BlockKey& key, SlotId slot);
+  // Rewrites the layout stamp with a synced put: OK when the database takes writes again (after a
+  // full disk). Counts as a put for the caller's failure accounting.
+  absl::Status Probe();
 
   // Calls `visit` (on the calling thread) for every well-formed record, in key order, without
   // reading any payload. The key space is scanned by up to 8 threads at once, since warm restart
@@ -61,13 +64,15 @@ class NvmeMetadata {
   absl::Status Scan(const std::function<void(const StoredRecord&)>& visit, uint64_t* malformed);
 
  private:
-  NvmeMetadata(rocksdb::DB* db, bool sync);
-  absl::Status CheckLayout(const SlotLayout& layout);
+  NvmeMetadata(rocksdb::DB* db, bool sync, std::string layout);
+  // Stores layout_ on first use; FailedPrecondition if the stored stamp differs.
+  absl::Status CheckLayout();
   // Appends the well-formed records whose first key byte is in [lo, hi) to *out.
   absl::Status ScanRange(int lo, int hi, std::vector<StoredRecord>* out, uint64_t* malformed);
 
   std::unique_ptr<rocksdb::DB> db_;
   const bool sync_;
+  const std::string layout_;  // the layout stamp's value
 };
 
 }  // namespace kvtier

@@ -95,7 +95,8 @@ TEST(NvmeTierTest, FullTierAnswersResourceExhaustedAndFreedSlotsComeBack) {
 // Several writer threads and reader threads at once; every read of a committed block is correct.
 TEST(NvmeTierTest, ConcurrentReadersAndWritersSeeOnlyCommittedData) {
   TempDir tmp;
-  constexpr uint32_t kBytes = 64 << 10, kPerThread = 48, kThreads = 4;
+  // Payloads of 4 KiB to 256 KiB: both inline (<= 64 KiB) and verify-pool reads.
+  constexpr uint32_t kBytes = 256 << 10, kPerThread = 48, kThreads = 4;
   NvmeTierOptions o = SmallOptions(tmp.Sub("a"), kBytes, kThreads * kPerThread / 2);
   o.directories.push_back(tmp.Sub("b"));
   o.queue_depth = 8;  // small, so the overflow queue is exercised
