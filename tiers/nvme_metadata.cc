@@ -7,6 +7,8 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -75,6 +77,25 @@ std::string LayoutStamp(const SlotLayout& layout) {
                      layout.directories, layout.slots_per_directory);
 }
 
+// RocksDB's own log lines (warnings and errors) into ours. RocksDB's default is a LOG file in the
+// database directory; on a full disk its writer fails and the next line written to it aborts the
+// process (Debian's librocksdb keeps assertions on), so the metadata must not log to its own disk.
+class RocksLogger final : public rocksdb::Logger {
+ public:
+  RocksLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel() || level == rocksdb::InfoLogLevel::HEADER_LEVEL) return;
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    log::Write(level >= rocksdb::InfoLogLevel::ERROR_LEVEL ? log::Level::kError : log::Level::kWarn,
+               "t2-rocksdb", line);
+  }
+};
+
 }  // namespace
 
 NvmeMetadata::NvmeMetadata(rocksdb::DB* db, bool sync, std::string layout)
@@ -87,7 +108,7 @@ absl::StatusOr<std::unique_ptr<NvmeMetadata>> NvmeMetadata::Open(const std::stri
   options.create_if_missing = true;
   options.compression = rocksdb::kNoCompression;  // 49-byte records; scans should not decompress
   options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  options.keep_log_file_num = 2;
+  options.info_log = std::make_shared<RocksLogger>();
   // Records are ~50 bytes: a 16 MiB memtable holds ~300 K of them. RocksDB would otherwise reserve
   // 1.1 x write_buffer_size of WAL with fallocate up front, taking room the slot files need on a
   // nearly full disk; without it, a full disk shows as a failed put, which stops admission.

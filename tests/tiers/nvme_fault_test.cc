@@ -336,6 +336,69 @@ TEST(NvmeFaultTest, FullFileSystemStopsAdmissionWhileReadsGoOnAndResumesWhenRoom
   EXPECT_EQ(std::memcmp(buf.get(), dst.get(), kBytes), 0);
 }
 
+// Fills the file system holding `dir` to the last block with `path` (4 KiB writes until one fails).
+void FillUp(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  std::vector<char> zeros(4096, 0);
+  while (::write(fd, zeros.data(), zeros.size()) == static_cast<ssize_t>(zeros.size())) {
+  }
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// The metadata on its own small file system, filled up: the first record put that needs a new
+// block fails, which stops admission and counts a metadata failure. RocksDB then refuses writes
+// until it has recovered: its own background recovery polls (every few seconds) for free space of
+// at least one write buffer (16 MiB), and the probe resumes it or waits for it. So this waits
+// (bounded) for the probe to succeed after room comes back; it asserts no time.
+TEST(NvmeFaultTest, FullMetadataFileSystemStopsAdmissionAndTheProbeResumesIt) {
+  TempDir tmp;
+  LoopFs fs(tmp.path(), 48);
+  if (!fs.skip_reason().empty()) GTEST_SKIP() << fs.skip_reason();
+  constexpr uint32_t kBytes = 4096, kSlots = 4096;
+  NvmeTierOptions o = SmallOptions(tmp.Sub("slots"), kBytes, kSlots);
+  o.metadata_directory = fs.path() + "/meta";
+  o.admission_probe_interval_ms = 0;
+  auto tier = NvmeTier::Open(o, nullptr);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  const std::string ballast = fs.path() + "/ballast";
+  FillUp(ballast);
+  auto buf = Aligned(kBytes);
+  uint64_t written = 0;
+  absl::Status failed;
+  for (uint64_t i = 0; i < kSlots && failed.ok(); ++i) {
+    auto slot = (*tier)->Allocate();
+    ASSERT_TRUE(slot.ok()) << slot.status();
+    FillPayload(i, buf.get(), kBytes);
+    failed = WriteSync(**tier, *slot, RecordOf(i, buf.get(), kBytes), buf.get());
+    if (failed.ok()) ++written;
+  }
+  ASSERT_FALSE(failed.ok()) << "the metadata never ran out of room";
+  TierStats st = (*tier)->Stats();
+  EXPECT_EQ(st.metadata_failures, 1u);
+  EXPECT_EQ(st.admission_stops, 1u);
+  EXPECT_EQ(st.write_errors, 1u);
+  EXPECT_FALSE(st.admitting);
+  EXPECT_EQ((*tier)->Allocate().status().code(), absl::StatusCode::kUnavailable);  // still full
+
+  ASSERT_EQ(::unlink(ballast.c_str()), 0);
+  SyncFs(fs.path());
+  auto slot = (*tier)->Allocate();
+  for (int tries = 0; !slot.ok() && tries < 600; ++tries) {  // up to a minute
+    ::usleep(100000);
+    slot = (*tier)->Allocate();
+  }
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  st = (*tier)->Stats();
+  EXPECT_GE(st.admission_probes, 2u);
+  EXPECT_EQ(st.admission_resumes, 1u);
+  EXPECT_EQ(st.admission_stops, 1u);
+  FillPayload(written, buf.get(), kBytes);
+  ASSERT_TRUE(WriteSync(**tier, *slot, RecordOf(written, buf.get(), kBytes), buf.get()).ok());
+  EXPECT_TRUE(ReadSync(**tier, *slot, buf.get()).ok());
+}
+
 void ExpectConfigError(const NvmeTierOptions& o, absl::StatusCode code,
                        const std::vector<std::string>& words) {
   auto tier = NvmeTier::Open(o, nullptr);
