@@ -175,6 +175,9 @@ TEST(NvmeFaultTest, ShortReadRetiresTheSlotAndTheStatsSaySo) {
 // No loop device or size-limited mount is needed: RLIMIT_FSIZE makes writes past 1 MiB fail with
 // EFBIG (SIGXFSZ ignored), which the tier must treat like ENOSPC.
 TEST(NvmeFaultTest, WriteLimitStopsAdmissionWhileReadsGoOn) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot start threads in a child forked from a threaded process";
+#endif
   TempDir tmp;
   constexpr uint32_t kBytes = 64 << 10;
   const NvmeTierOptions o = SmallOptions(tmp.path(), kBytes, 32);  // 2 MiB of slots
