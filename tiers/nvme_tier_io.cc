@@ -1,12 +1,12 @@
 // NvmeTier's data path: Write and Read, and their halves on the completion threads (group commit
 // of finished writes, checksum verification of finished reads). Contracts in nvme_tier.h.
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "common/log.h"
+#include "tiers/nvme_checksum.h"
 #include "tiers/nvme_metadata.h"
 #include "tiers/nvme_ring.h"
 #include "tiers/nvme_tier.h"
@@ -188,7 +188,7 @@ void NvmeTier::OnReadDone(SlotId slot, const BlockRecord& record, uint64_t epoch
 
 void NvmeTier::VerifyRead(SlotId slot, const BlockRecord& record, uint64_t epoch, const void* dst,
                           const IoDone& done) {
-  const uint64_t sum = XXH3_64bits(dst, record.payload_bytes);
+  const uint64_t sum = PayloadChecksum(dst, record.payload_bytes);
   if (sum != record.checksum) {
     ++checksum_failures_;
     const auto [path, offset] = SlotLocation(slot);

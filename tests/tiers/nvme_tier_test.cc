@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/tiers/nvme_test_util.h"
+#include "tiers/nvme_checksum.h"
 
 namespace kvtier {
 namespace {
@@ -23,6 +24,19 @@ using testing::TempDir;
 using testing::WriteSync;
 
 constexpr uint32_t kSlot = 2u << 20;
+
+// The fast (AVX2 where available) checksum is the library's XXH3-64, byte for byte: records
+// written by one build verify under another.
+TEST(NvmeTierTest, PayloadChecksumIsTheLibrarysXxh3AtEverySize) {
+  auto buf = Aligned(1 << 20);
+  FillPayload(42, buf.get(), 1 << 20);
+  for (size_t bytes : {0, 1, 3, 16, 17, 128, 129, 240, 241, 1023, 1024, 4096, 65537, 1 << 20}) {
+    EXPECT_EQ(PayloadChecksum(buf.get(), bytes), XXH3_64bits(buf.get(), bytes)) << bytes;
+    EXPECT_EQ(PayloadChecksum(buf.get() + 1, bytes - (bytes > 0)),
+              XXH3_64bits(buf.get() + 1, bytes - (bytes > 0)))
+        << bytes << " misaligned";
+  }
+}
 
 TEST(NvmeTierTest, RoundTripsRandomPayloadsAtSeveralSizesThroughRegisteredMemory) {
   TempDir tmp;
