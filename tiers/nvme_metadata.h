@@ -47,6 +47,9 @@ class NvmeMetadata {
   // differs from `layout`; stores `layout` on first use.
   static absl::StatusOr<std::unique_ptr<NvmeMetadata>> Open(const std::string& dir, bool sync,
                                                             const SlotLayout& layout);
+  // Flushes the memtable (so the next Open replays no WAL), then closes. The flush runs on
+  // RocksDB's background threads: a process forked after RocksDB ran in its parent has none and
+  // would wait here forever.
   ~NvmeMetadata();
   NvmeMetadata(const NvmeMetadata&) = delete;
   NvmeMetadata& operator=(const NvmeMetadata&) = delete;

@@ -186,29 +186,32 @@ TEST(NvmeFaultTest, WriteLimitStopsAdmissionWhileReadsGoOn) {
     ::signal(SIGXFSZ, SIG_IGN);
     const rlimit limit{1 << 20, 1 << 20};
     CHILD_CHECK(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
-    auto tier = NvmeTier::Open(o, nullptr);
-    CHILD_CHECK(tier.ok());
+    auto opened = NvmeTier::Open(o, nullptr);
+    CHILD_CHECK(opened.ok());
+    // Never closed: closing flushes the metadata on RocksDB's background threads, and a child
+    // forked from a process that already ran RocksDB has none (they stayed in the parent).
+    NvmeTier* tier = opened->release();
     auto buf = Aligned(kBytes);
     uint64_t written = 0;
     for (uint64_t i = 0; i < 32; ++i) {
-      auto slot = (*tier)->Allocate();
+      auto slot = tier->Allocate();
       if (!slot.ok()) {
         CHILD_CHECK(slot.status().code() == absl::StatusCode::kUnavailable);
         break;
       }
       FillPayload(i, buf.get(), kBytes);
-      if (!WriteSync(**tier, *slot, RecordOf(i, buf.get(), kBytes), buf.get()).ok()) break;
+      if (!WriteSync(*tier, *slot, RecordOf(i, buf.get(), kBytes), buf.get()).ok()) break;
       ++written;
     }
-    const TierStats st = (*tier)->Stats();
+    const TierStats st = tier->Stats();
     CHILD_CHECK(written == 16);  // slots 0..15 lie below the 1 MiB limit
     CHILD_CHECK(!st.admitting && st.write_errors == 1);
     CHILD_CHECK(st.admission_stops == 1 && st.retired_slots == 0 && st.metadata_failures == 0);
-    CHILD_CHECK((*tier)->Allocate().status().code() == absl::StatusCode::kUnavailable);
+    CHILD_CHECK(tier->Allocate().status().code() == absl::StatusCode::kUnavailable);
     auto dst = Aligned(kBytes);
     for (uint64_t i = 0; i < written; ++i) {
       FillPayload(i, buf.get(), kBytes);
-      CHILD_CHECK(ReadSync(**tier, static_cast<SlotId>(i), dst.get()).ok());
+      CHILD_CHECK(ReadSync(*tier, static_cast<SlotId>(i), dst.get()).ok());
       CHILD_CHECK(std::memcmp(buf.get(), dst.get(), kBytes) == 0);
     }
     return 0;
