@@ -137,8 +137,12 @@ absl::Status NvmeTier::StartRings() {
 }
 
 absl::StatusOr<SlotId> NvmeTier::Allocate() {
-  MaybeProbeAdmission();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!admitting_) {
+    lock.unlock();  // a probe does I/O: never under mu_
+    MaybeProbeAdmission();
+    lock.lock();
+  }
   if (!admitting_) {
     ++rejected_;
     return absl::UnavailableError("t2 is not admitting (disk full or failed metadata write)");

@@ -129,7 +129,7 @@ class NvmeTier final : public StorageTier {
   void StopAdmitting(const std::string& why);
   void Retire(SlotId slot, const std::string& why);
   // While not admitting: if a probe is due, probes for room and resumes admission on success.
-  // Called by Allocate without mu_ held.
+  // Called by Allocate, only while not admitting, without mu_ held.
   void MaybeProbeAdmission();
   absl::Status ProbeRoom(SlotId slot);
 
