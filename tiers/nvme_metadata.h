@@ -9,6 +9,9 @@
 // keeps one. One more entry, kLayoutKey, stamps the slot geometry the data was written with, so a
 // restart with another slot size or directory count fails instead of misreading slots.
 //
+// RocksDB's own log lines (warnings and errors) go to kvtier's log, not to a LOG file beside the
+// data: on a full disk that file's writer fails and the next line aborted the process.
+//
 // Thread-safety: every method may be called concurrently (RocksDB serialises its writers).
 #pragma once
 

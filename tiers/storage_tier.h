@@ -53,7 +53,7 @@ struct TierStats {
 
 // Runs once when an operation completes: OK, or why not (DataLoss for a checksum mismatch, Internal
 // with errno text for an I/O error). Called on the tier's completion context (inline for T1, the
-// tier's completion thread for T2); it must not block.
+// tier's completion or read-verify threads for T2); it must not block.
 using IoDone = std::function<void(absl::Status)>;
 
 class StorageTier {
