@@ -7,7 +7,10 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "common/log.h"
@@ -70,10 +73,41 @@ absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   return absl::InternalError(fmt::format("t2 metadata {}: {}", what, s.ToString()));
 }
 
+std::string LayoutStamp(const SlotLayout& layout) {
+  return fmt::format("slot_bytes={} directories={} slots_per_directory={}", layout.slot_bytes,
+                     layout.directories, layout.slots_per_directory);
+}
+
+// RocksDB's own log lines (warnings and errors) into ours. RocksDB's default is a LOG file in the
+// database directory; on a full disk its writer fails and the next line written to it aborts the
+// process (Debian's librocksdb keeps assertions on), so the metadata must not log to its own disk.
+class RocksLogger final : public rocksdb::Logger {
+ public:
+  RocksLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel() || level == rocksdb::InfoLogLevel::HEADER_LEVEL) return;
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    log::Write(level >= rocksdb::InfoLogLevel::ERROR_LEVEL ? log::Level::kError : log::Level::kWarn,
+               "t2-rocksdb", line);
+  }
+};
+
 }  // namespace
 
-NvmeMetadata::NvmeMetadata(rocksdb::DB* db, bool sync) : db_(db), sync_(sync) {}
-NvmeMetadata::~NvmeMetadata() = default;
+NvmeMetadata::NvmeMetadata(rocksdb::DB* db, bool sync, std::string layout)
+    : db_(db), sync_(sync), layout_(std::move(layout)) {}
+NvmeMetadata::~NvmeMetadata() {
+  // Flush the memtable so the next start scans table files instead of replaying up to a write
+  // buffer (16 MiB, ~300 K records) of WAL into a fresh memtable first: that replay was most of a
+  // warm restart (docs/benchmarks.md). Best effort: on failure the WAL still holds every record.
+  const rocksdb::Status s = db_->Flush(rocksdb::FlushOptions());
+  if (!s.ok()) KVTIER_LOG(kWarn, "t2", "flushing the metadata at close: {}", s.ToString());
+}
 
 absl::StatusOr<std::unique_ptr<NvmeMetadata>> NvmeMetadata::Open(const std::string& dir, bool sync,
                                                                  const SlotLayout& layout) {
@@ -81,27 +115,28 @@ absl::StatusOr<std::unique_ptr<NvmeMetadata>> NvmeMetadata::Open(const std::stri
   options.create_if_missing = true;
   options.compression = rocksdb::kNoCompression;  // 49-byte records; scans should not decompress
   options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  options.keep_log_file_num = 2;
+  options.info_log = std::make_shared<RocksLogger>();
   // Records are ~50 bytes: a 16 MiB memtable holds ~300 K of them. RocksDB would otherwise reserve
   // 1.1 x write_buffer_size of WAL with fallocate up front, taking room the slot files need on a
   // nearly full disk; without it, a full disk shows as a failed put, which stops admission.
   options.write_buffer_size = 16 << 20;
   options.allow_fallocate = false;
+  // RocksDB would create the directory too, but logs an error first when it is missing.
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
   rocksdb::DB* db = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, dir, &db);
   if (!s.ok()) {
     return absl::InternalError(
         fmt::format("t2.metadata_directory: opening RocksDB at {}: {}", dir, s.ToString()));
   }
-  std::unique_ptr<NvmeMetadata> meta(new NvmeMetadata(db, sync));
-  KVTIER_RETURN_IF_ERROR(meta->CheckLayout(layout));
+  std::unique_ptr<NvmeMetadata> meta(new NvmeMetadata(db, sync, LayoutStamp(layout)));
+  KVTIER_RETURN_IF_ERROR(meta->CheckLayout());
   return meta;
 }
 
-absl::Status NvmeMetadata::CheckLayout(const SlotLayout& layout) {
-  const std::string want =
-      fmt::format("slot_bytes={} directories={} slots_per_directory={}", layout.slot_bytes,
-                  layout.directories, layout.slots_per_directory);
+absl::Status NvmeMetadata::CheckLayout() {
+  const std::string& want = layout_;
   std::string have;
   const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kLayoutKey, &have);
   if (s.IsNotFound()) {
@@ -129,6 +164,19 @@ absl::Status NvmeMetadata::PutBatch(const std::vector<StoredRecord>& records) {
   return FromRocks(db_->Write(w, &batch), "put");
 }
 
+absl::Status NvmeMetadata::Probe() {
+  rocksdb::WriteOptions w;
+  w.sync = true;
+  rocksdb::Status s = db_->Put(w, kLayoutKey, layout_);
+  if (!s.ok()) {
+    // A failed WAL write (e.g. ENOSPC) leaves RocksDB refusing writes until it is resumed.
+    const rocksdb::Status resumed = db_->Resume();
+    if (!resumed.ok()) return FromRocks(resumed, "probe (resume after a failed write)");
+    s = db_->Put(w, kLayoutKey, layout_);
+  }
+  return FromRocks(s, "probe (layout stamp rewrite)");
+}
+
 absl::Status NvmeMetadata::Delete(const BlockKey& key, SlotId slot) {
   rocksdb::WriteOptions w;
   w.sync = sync_;
@@ -148,8 +196,8 @@ absl::Status NvmeMetadata::ScanRange(int lo, int hi, std::vector<StoredRecord>* 
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(r));
   StoredRecord rec;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (it->key() == rocksdb::Slice(kLayoutKey)) continue;
     if (!Decode(it->key(), it->value(), &rec)) {
+      if (it->key() == rocksdb::Slice(kLayoutKey, sizeof(kLayoutKey) - 1)) continue;
       KVTIER_LOG(kWarn, "t2", "dropping malformed metadata entry ({} key bytes, {} value bytes)",
                  it->key().size(), it->value().size());
       ++*malformed;
@@ -165,6 +213,10 @@ absl::Status NvmeMetadata::Scan(const std::function<void(const StoredRecord&)>& 
                                 uint64_t* malformed) {
   const int parts = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   std::vector<std::vector<StoredRecord>> found(parts);
+  uint64_t estimate = 0;  // records, roughly: saves regrowing (and page-faulting) the vectors
+  if (db_->GetIntProperty("rocksdb.estimate-num-keys", &estimate)) {
+    for (auto& f : found) f.reserve(estimate / parts + estimate / parts / 8);
+  }
   std::vector<absl::Status> status(parts);
   std::vector<uint64_t> bad(parts, 0);
   std::vector<std::thread> threads;

@@ -9,6 +9,9 @@
 // keeps one. One more entry, kLayoutKey, stamps the slot geometry the data was written with, so a
 // restart with another slot size or directory count fails instead of misreading slots.
 //
+// RocksDB's own log lines (warnings and errors) go to kvtier's log, not to a LOG file beside the
+// data: on a full disk that file's writer fails and the next line aborted the process.
+//
 // Thread-safety: every method may be called concurrently (RocksDB serialises its writers).
 #pragma once
 
@@ -47,6 +50,9 @@ class NvmeMetadata {
   // differs from `layout`; stores `layout` on first use.
   static absl::StatusOr<std::unique_ptr<NvmeMetadata>> Open(const std::string& dir, bool sync,
                                                             const SlotLayout& layout);
+  // Flushes the memtable (so the next Open replays no WAL), then closes. The flush runs on
+  // RocksDB's background threads: a process forked after RocksDB ran in its parent has none and
+  // would wait here forever.
   ~NvmeMetadata();
   NvmeMetadata(const NvmeMetadata&) = delete;
   NvmeMetadata& operator=(const NvmeMetadata&) = delete;
@@ -54,6 +60,9 @@ class NvmeMetadata {
   // Puts every record in one atomic batch (one WAL write, one sync).
   absl::Status PutBatch(const std::vector<StoredRecord>& records);
   absl::Status Delete(const BlockKey& key, SlotId slot);
+  // Rewrites the layout stamp with a synced put: OK when the database takes writes again (after a
+  // full disk). Counts as a put for the caller's failure accounting.
+  absl::Status Probe();
 
   // Calls `visit` (on the calling thread) for every well-formed record, in key order, without
   // reading any payload. The key space is scanned by up to 8 threads at once, since warm restart
@@ -61,13 +70,15 @@ class NvmeMetadata {
   absl::Status Scan(const std::function<void(const StoredRecord&)>& visit, uint64_t* malformed);
 
  private:
-  NvmeMetadata(rocksdb::DB* db, bool sync);
-  absl::Status CheckLayout(const SlotLayout& layout);
+  NvmeMetadata(rocksdb::DB* db, bool sync, std::string layout);
+  // Stores layout_ on first use; FailedPrecondition if the stored stamp differs.
+  absl::Status CheckLayout();
   // Appends the well-formed records whose first key byte is in [lo, hi) to *out.
   absl::Status ScanRange(int lo, int hi, std::vector<StoredRecord>* out, uint64_t* malformed);
 
   std::unique_ptr<rocksdb::DB> db_;
   const bool sync_;
+  const std::string layout_;  // the layout stamp's value
 };
 
 }  // namespace kvtier

@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace kvtier {
 namespace {
@@ -55,10 +57,19 @@ absl::Status ValidateSizes(const NvmeTierOptions& o) {
     return absl::InvalidArgumentError(
         fmt::format("t2.queue_depth: {} is not in [1, 4096]", o.queue_depth));
   }
+  if (o.verify_threads > 64) {
+    return absl::InvalidArgumentError(
+        fmt::format("t2.verify_threads: {} is not in [0, 64]", o.verify_threads));
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+uint32_t NvmeTierOptions::VerifyThreads() const {
+  if (verify_threads != 0) return verify_threads;
+  return std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+}
 
 std::string NvmeTierOptions::MetadataDirectory() const {
   if (!metadata_directory.empty()) return metadata_directory;

@@ -46,6 +46,13 @@ struct NvmeTierOptions {
   // Memory that transfers should come from (the T1 segment); split into <= 1 GiB fixed buffers.
   // Transfers outside it still work, as plain (non-fixed) O_DIRECT reads and writes.
   std::vector<RegisteredRange> registered_ranges;
+  // Threads that verify read payloads (XXH3-64) off the completion threads; 0 means one per CPU,
+  // at most 8. At most 64.
+  uint32_t verify_threads = 0;
+  // While admission is stopped (disk full, failed metadata write), an Allocate at most this often
+  // probes whether room came back: it reserves the next free slot's range with fallocate and
+  // rewrites one metadata entry; on success admission resumes. 0 probes on every Allocate.
+  uint32_t admission_probe_interval_ms = 5000;
 
   // OK, or InvalidArgument / PermissionDenied / NotFound naming the setting, e.g.
   // "t2.directories[1]: /data/x does not exist".
@@ -53,6 +60,8 @@ struct NvmeTierOptions {
   // The metadata directory after applying the default above.
   std::string MetadataDirectory() const;
   uint32_t SlotsPerDirectory() const { return static_cast<uint32_t>(capacity_bytes / slot_bytes); }
+  // verify_threads after applying the default above.
+  uint32_t VerifyThreads() const;
 };
 
 }  // namespace kvtier

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "tiers/nvme_metadata.h"
 #include "tiers/nvme_ring.h"
+#include "tiers/nvme_verify_pool.h"
 #include "tiers/slot_file.h"
 
 namespace kvtier {
@@ -40,6 +41,7 @@ NvmeTier::NvmeTier(const NvmeTierOptions& options)
 
 NvmeTier::~NvmeTier() {
   rings_.clear();  // drains in-flight I/O and its commits while metadata and files still exist
+  verify_pool_.reset();  // then the verifications those reads handed over
 }
 
 absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(const NvmeTierOptions& options,
@@ -123,6 +125,7 @@ absl::Status NvmeTier::Recover(const T2RecoveryVisitor& visitor) {
 }
 
 absl::Status NvmeTier::StartRings() {
+  verify_pool_ = std::make_unique<VerifyPool>(options_.VerifyThreads());
   const std::vector<iovec> buffers = FixedBuffers(options_.registered_ranges);
   for (uint32_t d = 0; d < num_dirs_; ++d) {
     KVTIER_ASSIGN_OR_RETURN(auto ring, NvmeRing::Create(
@@ -134,7 +137,12 @@ absl::Status NvmeTier::StartRings() {
 }
 
 absl::StatusOr<SlotId> NvmeTier::Allocate() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!admitting_) {
+    lock.unlock();  // a probe does I/O: never under mu_
+    MaybeProbeAdmission();
+    lock.lock();
+  }
   if (!admitting_) {
     ++rejected_;
     return absl::UnavailableError("t2 is not admitting (disk full or failed metadata write)");
@@ -164,9 +172,11 @@ void NvmeTier::Free(SlotId slot) {
   }
   if (stored) {
     const absl::Status s = metadata_->Delete(record.key, slot);
-    if (!s.ok())
+    if (!s.ok()) {
+      ++metadata_failures_;
       Retire(slot,
              fmt::format("deleting the record of key {}: {}", record.key.ToHex(), s.ToString()));
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   slots_[slot].state = SlotState::kFree;
@@ -176,14 +186,54 @@ void NvmeTier::Free(SlotId slot) {
 
 void NvmeTier::StopAdmitting(const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (admitting_) KVTIER_LOG(kError, "t2", "stopped admitting: {}", why);
+  if (!admitting_) return;
+  KVTIER_LOG(kError, "t2", "stopped admitting: {}; probing for room at most every {} ms", why,
+             options_.admission_probe_interval_ms);
   admitting_ = false;
+  ++admission_stops_;
+  last_probe_ = std::chrono::steady_clock::now();
 }
 
 void NvmeTier::Retire(SlotId slot, const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!slots_[slot].retired) KVTIER_LOG(kError, "t2", "retiring slot {}: {}", slot, why);
+  if (slots_[slot].retired) return;
+  KVTIER_LOG(kError, "t2", "retiring slot {}: {}", slot, why);
   slots_[slot].retired = true;
+  ++retired_;
+}
+
+void NvmeTier::MaybeProbeAdmission() {
+  SlotId candidate;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (admitting_ || probing_ || free_.empty() ||
+        now - last_probe_ < std::chrono::milliseconds(options_.admission_probe_interval_ms)) {
+      return;
+    }
+    probing_ = true;
+    last_probe_ = now;
+    ++admission_probes_;
+    candidate = free_.back();  // the slot the next Allocate hands out, unless a Free comes first
+  }
+  const absl::Status status = ProbeRoom(candidate);
+  std::lock_guard<std::mutex> lock(mu_);
+  probing_ = false;
+  if (!status.ok()) {
+    KVTIER_LOG(kWarn, "t2", "still not admitting: probe of slot {}: {}", candidate,
+               status.ToString());
+    return;
+  }
+  admitting_ = true;
+  ++admission_resumes_;
+  KVTIER_LOG(kInfo, "t2", "admitting again: slot {}'s range reserved and a metadata put succeeded",
+             candidate);
+}
+
+absl::Status NvmeTier::ProbeRoom(SlotId slot) {
+  // The slot is free, so no I/O touches its range while we reserve it.
+  KVTIER_RETURN_IF_ERROR(files_[DirOf(slot)]->Reserve(OffsetOf(slot), options_.slot_bytes));
+  return metadata_->Probe();
 }
 
 TierStats NvmeTier::Stats() const {
@@ -194,6 +244,10 @@ TierStats NvmeTier::Stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     st.used_slots = used_;
     st.admitting = admitting_;
+    st.retired_slots = retired_;
+    st.admission_stops = admission_stops_;
+    st.admission_probes = admission_probes_;
+    st.admission_resumes = admission_resumes_;
   }
   st.reads = reads_;
   st.read_bytes = read_bytes_;
@@ -203,6 +257,7 @@ TierStats NvmeTier::Stats() const {
   st.write_errors = write_errors_;
   st.checksum_failures = checksum_failures_;
   st.rejected_allocations = rejected_;
+  st.metadata_failures = metadata_failures_;
   return st;
 }
 

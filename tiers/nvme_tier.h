@@ -15,11 +15,17 @@
 // Reads verify the payload's XXH3-64 against the record before `done` gets OK. A mismatch gives
 // DataLoss, counts a checksum failure, logs the key and deletes the record; the slot stays
 // allocated (the caller, told DataLoss, drops the block and Frees the slot as for any miss).
+// Payloads over 64 KiB are verified on a small pool of threads (options.verify_threads), not on
+// the directory's completion thread, so reads are not capped by one core's hashing speed.
 //
 // Failures. ENOSPC, EDQUOT, EFBIG or a short write, or any failed metadata put, stops admission
-// (Allocate → Unavailable, Stats().admitting = false) until restart; the write's `done` gets the
-// error. Any other failed write, and any failed read, retires the slot: it is not reused after its
-// Free. Every failure is counted and logged; reads of other blocks go on.
+// (Allocate → Unavailable, Stats().admitting = false); the write's `done` gets the error. While
+// stopped, an Allocate at most every options.admission_probe_interval_ms probes for room: it
+// reserves the byte range of the slot it would hand out next (fallocate) and rewrites the layout
+// stamp in RocksDB (synced); if both succeed admission resumes and the Allocate goes on. Each stop,
+// probe and resume is counted in Stats() and logged. Any other failed write, any failed read and
+// any failed record delete retires the slot: it is not reused after its Free. Every failure is
+// counted and logged; reads of other blocks go on.
 //
 // Buffers. `src`/`dst` must be aligned to 4096 and have room for payload_bytes rounded up to 4096
 // (at most slot_bytes): O_DIRECT moves whole 4 KiB blocks. Inside options.registered_ranges a
@@ -28,11 +34,13 @@
 // registers its T1 segment). A misaligned buffer gets InvalidArgument.
 //
 // Thread-safety: every method may be called from any thread. `done` runs on the directory's
-// completion thread (inline on the caller's thread for an argument error) and must not block.
-// Preconditions of StorageTier hold: no Free, Write or Read of a slot while I/O on it is in flight.
+// completion thread or, for a read of over 64 KiB, on a verify thread (inline on the caller's
+// thread for an argument error) and must not block. Preconditions of StorageTier hold: no Free,
+// Write or Read of a slot while I/O on it is in flight.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,6 +56,7 @@ namespace kvtier {
 class NvmeMetadata;
 class NvmeRing;
 class SlotFile;
+class VerifyPool;
 struct StoredRecord;
 
 // Called once per block found in RocksDB at start, before Open returns, so the caller can refill
@@ -68,6 +77,8 @@ class NvmeTier final : public StorageTier {
   uint32_t slot_bytes() const override { return options_.slot_bytes; }
   uint32_t capacity_slots() const override { return total_slots_; }
 
+  // O(1), except that while admission is stopped one call per probe interval probes for room
+  // (one fallocate and one synced RocksDB put; see above).
   absl::StatusOr<SlotId> Allocate() override;
   void Free(SlotId slot) override;
   void Write(SlotId slot, const BlockRecord& record, const void* src, IoDone done) override;
@@ -109,11 +120,18 @@ class NvmeTier final : public StorageTier {
   void CommitBatch(uint32_t dir);
   void FinishCommit(std::vector<PendingWrite>& batch, const absl::Status& status);
   void OnReadDone(SlotId slot, const BlockRecord& record, uint64_t epoch, void* dst, uint32_t len,
-                  int res, const IoDone& done);
+                  int res, IoDone done);
+  // Checks the payload in `dst` against record.checksum and runs `done` (verify pool or inline).
+  void VerifyRead(SlotId slot, const BlockRecord& record, uint64_t epoch, const void* dst,
+                  const IoDone& done);
   // Deletes the record of `slot` (if it still is `epoch`'s) and leaves the slot allocated.
   absl::Status DropRecord(SlotId slot, uint64_t epoch);
   void StopAdmitting(const std::string& why);
   void Retire(SlotId slot, const std::string& why);
+  // While not admitting: if a probe is due, probes for room and resumes admission on success.
+  // Called by Allocate, only while not admitting, without mu_ held.
+  void MaybeProbeAdmission();
+  absl::Status ProbeRoom(SlotId slot);
 
   const NvmeTierOptions options_;
   const uint32_t num_dirs_;
@@ -129,14 +147,20 @@ class NvmeTier final : public StorageTier {
   std::vector<SlotId> free_;  // free, unretired slots; back is handed out next; guarded by mu_
   uint64_t used_ = 0;         // slots not kFree; guarded by mu_
   bool admitting_ = true;     // guarded by mu_
+  bool probing_ = false;      // a probe is running; guarded by mu_
+  std::chrono::steady_clock::time_point last_probe_;  // guarded by mu_
+  uint64_t retired_ = 0;                              // slots with retired set; guarded by mu_
+  uint64_t admission_stops_ = 0, admission_probes_ = 0, admission_resumes_ = 0;  // guarded by mu_
 
   std::atomic<uint64_t> next_epoch_{1};
   std::atomic<uint64_t> reads_{0}, read_bytes_{0}, read_errors_{0};
   std::atomic<uint64_t> writes_{0}, write_bytes_{0}, write_errors_{0};
-  std::atomic<uint64_t> checksum_failures_{0}, rejected_{0};
+  std::atomic<uint64_t> checksum_failures_{0}, rejected_{0}, metadata_failures_{0};
   uint64_t recovered_blocks_ = 0;
   double recovery_seconds_ = 0;
 
+  // Destroyed after the rings (which hand it their last reads) and before the rest.
+  std::unique_ptr<VerifyPool> verify_pool_;
   // Last: destroyed first, so no completion runs while the rest is torn down.
   std::vector<std::unique_ptr<NvmeRing>> rings_;  // [num_dirs_]
 };

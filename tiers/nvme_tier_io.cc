@@ -1,21 +1,25 @@
 // NvmeTier's data path: Write and Read, and their halves on the completion threads (group commit
 // of finished writes, checksum verification of finished reads). Contracts in nvme_tier.h.
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "common/log.h"
+#include "tiers/nvme_checksum.h"
 #include "tiers/nvme_metadata.h"
 #include "tiers/nvme_ring.h"
 #include "tiers/nvme_tier.h"
+#include "tiers/nvme_verify_pool.h"
 #include "tiers/slot_file.h"
 
 namespace kvtier {
 namespace {
 
 constexpr uintptr_t kAlign = 4096;
+// Payloads up to this size are verified on the completion thread: hashing them (~10 us) costs
+// less than handing them to the verify pool.
+constexpr uint32_t kInlineVerifyBytes = 64 << 10;
 
 uint32_t RoundUp(uint32_t bytes) {
   return static_cast<uint32_t>((bytes + kAlign - 1) & ~(kAlign - 1));
@@ -108,6 +112,7 @@ void NvmeTier::CommitBatch(uint32_t dir) {
   }
   if (!status.ok()) {
     write_errors_ += batch.size();
+    ++metadata_failures_;
     StopAdmitting(fmt::format("committing {} writes: {}", batch.size(), status.ToString()));
   }
   FinishCommit(batch, status);
@@ -156,14 +161,14 @@ void NvmeTier::Read(SlotId slot, void* dst, IoDone done) {
   op.buf = dst;
   op.len = len;
   op.offset = OffsetOf(slot);
-  op.done = [this, slot, record, epoch, dst, len, done = std::move(done)](int res) {
-    OnReadDone(slot, record, epoch, dst, len, res, done);
+  op.done = [this, slot, record, epoch, dst, len, done = std::move(done)](int res) mutable {
+    OnReadDone(slot, record, epoch, dst, len, res, std::move(done));
   };
   rings_[DirOf(slot)]->Submit(std::move(op));
 }
 
 void NvmeTier::OnReadDone(SlotId slot, const BlockRecord& record, uint64_t epoch, void* dst,
-                          uint32_t len, int res, const IoDone& done) {
+                          uint32_t len, int res, IoDone done) {
   if (res != static_cast<int>(len)) {
     ++read_errors_;
     const std::string why =
@@ -172,7 +177,18 @@ void NvmeTier::OnReadDone(SlotId slot, const BlockRecord& record, uint64_t epoch
     done(absl::InternalError(fmt::format("t2: {}", why)));
     return;
   }
-  const uint64_t sum = XXH3_64bits(dst, record.payload_bytes);
+  if (record.payload_bytes <= kInlineVerifyBytes) {
+    VerifyRead(slot, record, epoch, dst, done);
+    return;
+  }
+  verify_pool_->Post([this, slot, record, epoch, dst, done = std::move(done)] {
+    VerifyRead(slot, record, epoch, dst, done);
+  });
+}
+
+void NvmeTier::VerifyRead(SlotId slot, const BlockRecord& record, uint64_t epoch, const void* dst,
+                          const IoDone& done) {
+  const uint64_t sum = PayloadChecksum(dst, record.payload_bytes);
   if (sum != record.checksum) {
     ++checksum_failures_;
     const auto [path, offset] = SlotLocation(slot);
@@ -200,6 +216,7 @@ absl::Status NvmeTier::DropRecord(SlotId slot, uint64_t epoch) {
     s.state = SlotState::kAllocated;
   }
   const absl::Status status = metadata_->Delete(record.key, slot);
+  if (!status.ok()) ++metadata_failures_;
   // A record we could not delete may come back at restart pointing at bytes we will overwrite:
   // never reuse the slot (its checksum would catch it, but a miss is better than a DataLoss).
   if (!status.ok())

@@ -73,4 +73,12 @@ absl::Status SlotFile::Sync() const {
   return absl::OkStatus();
 }
 
+absl::Status SlotFile::Reserve(uint64_t offset, uint64_t bytes) const {
+  if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                  static_cast<off_t>(bytes)) != 0) {
+    return Errno(errno, "t2", fmt::format("reserving {} bytes at {} in {}", bytes, offset, path_));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace kvtier

@@ -30,6 +30,9 @@ class SlotFile {
   const std::string& path() const { return path_; }
   // fdatasync(2) of the file: OK or Internal with errno text.
   absl::Status Sync() const;
+  // Makes sure [offset, offset + bytes) has disk blocks behind it (fallocate(2), keeping the size
+  // and any data there): ResourceExhausted on ENOSPC / EDQUOT / EFBIG, Internal otherwise.
+  absl::Status Reserve(uint64_t offset, uint64_t bytes) const;
 
  private:
   SlotFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}

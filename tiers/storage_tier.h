@@ -43,11 +43,17 @@ struct TierStats {
   uint64_t checksum_failures = 0;     // reads whose payload did not match its record (T2)
   uint64_t rejected_allocations = 0;  // Allocate answered ResourceExhausted or Unavailable
   bool admitting = true;              // false while the tier refuses new blocks
+  // Why a tier stopped admitting or shrank, for operators (T2; 0 for tiers without the cause).
+  uint64_t retired_slots = 0;      // slots never handed out again after a failed read/write/delete
+  uint64_t metadata_failures = 0;  // failed record puts or deletes (T2's RocksDB)
+  uint64_t admission_stops = 0;    // times admission stopped (full disk, failed metadata put)
+  uint64_t admission_probes = 0;   // checks, while stopped, whether room came back
+  uint64_t admission_resumes = 0;  // probes that found room: admission started again
 };
 
 // Runs once when an operation completes: OK, or why not (DataLoss for a checksum mismatch, Internal
 // with errno text for an I/O error). Called on the tier's completion context (inline for T1, the
-// tier's completion thread for T2); it must not block.
+// tier's completion or read-verify threads for T2); it must not block.
 using IoDone = std::function<void(absl::Status)>;
 
 class StorageTier {

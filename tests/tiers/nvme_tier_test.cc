@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/tiers/nvme_test_util.h"
+#include "tiers/nvme_checksum.h"
 
 namespace kvtier {
 namespace {
@@ -23,6 +24,19 @@ using testing::TempDir;
 using testing::WriteSync;
 
 constexpr uint32_t kSlot = 2u << 20;
+
+// The fast (AVX2 where available) checksum is the library's XXH3-64, byte for byte: records
+// written by one build verify under another.
+TEST(NvmeTierTest, PayloadChecksumIsTheLibrarysXxh3AtEverySize) {
+  auto buf = Aligned(1 << 20);
+  FillPayload(42, buf.get(), 1 << 20);
+  for (size_t bytes : {0, 1, 3, 16, 17, 128, 129, 240, 241, 1023, 1024, 4096, 65537, 1 << 20}) {
+    EXPECT_EQ(PayloadChecksum(buf.get(), bytes), XXH3_64bits(buf.get(), bytes)) << bytes;
+    EXPECT_EQ(PayloadChecksum(buf.get() + 1, bytes - (bytes > 0)),
+              XXH3_64bits(buf.get() + 1, bytes - (bytes > 0)))
+        << bytes << " misaligned";
+  }
+}
 
 TEST(NvmeTierTest, RoundTripsRandomPayloadsAtSeveralSizesThroughRegisteredMemory) {
   TempDir tmp;
@@ -95,7 +109,8 @@ TEST(NvmeTierTest, FullTierAnswersResourceExhaustedAndFreedSlotsComeBack) {
 // Several writer threads and reader threads at once; every read of a committed block is correct.
 TEST(NvmeTierTest, ConcurrentReadersAndWritersSeeOnlyCommittedData) {
   TempDir tmp;
-  constexpr uint32_t kBytes = 64 << 10, kPerThread = 48, kThreads = 4;
+  // Payloads of 4 KiB to 256 KiB: both inline (<= 64 KiB) and verify-pool reads.
+  constexpr uint32_t kBytes = 256 << 10, kPerThread = 48, kThreads = 4;
   NvmeTierOptions o = SmallOptions(tmp.Sub("a"), kBytes, kThreads * kPerThread / 2);
   o.directories.push_back(tmp.Sub("b"));
   o.queue_depth = 8;  // small, so the overflow queue is exercised
