@@ -132,6 +132,12 @@ std::vector<ConfigKey> T2Keys() {
            KVTIER_FIELD(tiers.t2->metadata_directory)),
       Bool("t2.preallocate", "Allocate the slot files at start, so a full disk shows then",
            KVTIER_FIELD(tiers.t2->preallocate)),
+      Uint("t2.verify_threads",
+           "Threads checking read payloads against their checksums; 0: one per CPU, at most 8",
+           KVTIER_FIELD(tiers.t2->verify_threads)),
+      Uint("t2.admission_probe_interval_ms",
+           "After a full disk stopped admission, how often to probe whether space came back",
+           KVTIER_FIELD(tiers.t2->admission_probe_interval_ms)),
       Uint("t2.max_demotions_in_flight", "T1 -> T2 writes in flight at once; > 0",
            KVTIER_FIELD(tiers.max_demotions_in_flight)),
   };
