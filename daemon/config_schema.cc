@@ -24,7 +24,7 @@ std::vector<ConfigKey> DaemonKeys() {
            "Users who may connect (SO_PEERCRED) besides the daemon's own user",
            KVTIER_FIELD(daemon.allowed_users), true),
       List("daemon.allowed_groups", "list of names or gids",
-           "Groups whose members (the peer's gid) may connect", KVTIER_FIELD(daemon.allowed_groups),
+           "Groups whose members (primary or supplementary) may connect", KVTIER_FIELD(daemon.allowed_groups),
            true),
       Enum("daemon.log_level",
            {{"debug", log::Level::kDebug},

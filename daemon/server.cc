@@ -1,5 +1,7 @@
 #include "daemon/server.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -134,12 +136,36 @@ void Server::Impl::Accept() {
   });
 }
 
+// The peer's groups: its primary gid and, when the user has an entry, its supplementary groups
+// (SO_PEERCRED carries only the primary one; `usermod -aG kvtier alice` adds a supplementary one).
+static std::vector<gid_t> GroupsOf(const ucred& cred) {
+  std::vector<gid_t> groups = {cred.gid};
+  std::vector<char> buffer(16384);
+  passwd pw;
+  passwd* found = nullptr;
+  if (::getpwuid_r(cred.uid, &pw, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
+    return groups;
+  }
+  int n = 64;
+  std::vector<gid_t> more(n);
+  if (::getgrouplist(pw.pw_name, cred.gid, more.data(), &n) < 0) {
+    more.resize(n);
+    if (::getgrouplist(pw.pw_name, cred.gid, more.data(), &n) < 0) return groups;
+  }
+  groups.insert(groups.end(), more.begin(), more.begin() + n);
+  return groups;
+}
+
 bool Server::Impl::Allowed(const ucred& cred) const {
   if (cred.uid == 0 || cred.uid == ::geteuid()) return true;
   const auto& uids = options_.allowed_uids;
+  if (std::find(uids.begin(), uids.end(), cred.uid) != uids.end()) return true;
   const auto& gids = options_.allowed_gids;
-  return std::find(uids.begin(), uids.end(), cred.uid) != uids.end() ||
-         std::find(gids.begin(), gids.end(), cred.gid) != gids.end();
+  if (gids.empty()) return false;
+  for (gid_t g : GroupsOf(cred)) {
+    if (std::find(gids.begin(), gids.end(), g) != gids.end()) return true;
+  }
+  return false;
 }
 
 void Server::Impl::OnAccepted(Local::socket socket) {
