@@ -104,7 +104,6 @@ absl::StatusOr<protocol::Completion> Client::Impl::Do(const Call& call, protocol
     return absl::InvalidArgumentError(
         fmt::format("{} keys do not fit the {}-byte arena", call.count, arena.bytes));
   }
-  std::lock_guard lock(mu);
   r.request_id = next_request_id++;
   if (call.write_args) call.write_args(arena, r.arg);
   std::byte record[protocol::kRecordBytes];

@@ -29,8 +29,10 @@ class Client::Impl {
   ~Impl();
 
   // Sends one request and waits for its completion; on OK the request is returned in `*sent`
-  // (for the result readers). Holds mu_ throughout: one request at a time.
+  // (for the result readers). Precondition: the caller holds `mu` (Lock()) until it has read the
+  // results out of the arena, which the next request reuses.
   absl::StatusOr<protocol::Completion> Do(const Call& call, protocol::Request* sent);
+  std::unique_lock<std::recursive_mutex> Lock() { return std::unique_lock(mu); }
 
   const ClientOptions options;
   const BlockKey root;
@@ -41,7 +43,7 @@ class Client::Impl {
   std::unique_ptr<protocol::EventFd> daemon_bell, client_bell;
   std::unique_ptr<protocol::RingProducer> requests;
   std::unique_ptr<protocol::RingConsumer> completions;
-  std::mutex mu;
+  std::recursive_mutex mu;       // one request (and the reading of its results) at a time
   uint64_t next_request_id = 1;  // guarded by mu
 
  private:

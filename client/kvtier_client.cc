@@ -48,6 +48,7 @@ std::vector<BlockKey> Client::KeysFor(absl::Span<const uint32_t> tokens,
 }
 
 absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
+  auto lock = impl_->Lock();
   LookupResult out;
   out.tiers.resize(keys.size());
   std::vector<uint8_t> tiers;
@@ -102,19 +103,23 @@ absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
 }  // namespace
 
 absl::StatusOr<std::vector<BlockResult>> Client::Get(absl::Span<const BlockKey> keys) {
+  auto lock = impl_->Lock();
   return KeysCall(*impl_, Op::kGet, keys);
 }
 
 absl::StatusOr<std::vector<BlockResult>> Client::Release(absl::Span<const BlockKey> keys) {
+  auto lock = impl_->Lock();
   return KeysCall(*impl_, Op::kRelease, keys);
 }
 
 absl::StatusOr<std::vector<BlockResult>> Client::Drop(absl::Span<const BlockKey> keys) {
+  auto lock = impl_->Lock();
   return KeysCall(*impl_, Op::kDrop, keys);
 }
 
 absl::StatusOr<size_t> Client::GetInto(absl::Span<const BlockKey> keys,
                                        absl::Span<const absl::Span<std::byte>> destinations) {
+  auto lock = impl_->Lock();
   if (destinations.size() < keys.size()) {
     return absl::InvalidArgumentError("GetInto: fewer destinations than keys");
   }
@@ -135,6 +140,7 @@ absl::StatusOr<size_t> Client::GetInto(absl::Span<const BlockKey> keys,
 absl::StatusOr<std::vector<BlockCode>> Client::Put(
     absl::Span<const BlockKey> keys, absl::Span<const absl::Span<const std::byte>> payloads,
     const std::optional<BlockKey>& parent) {
+  auto lock = impl_->Lock();
   if (payloads.size() != keys.size()) return absl::InvalidArgumentError("Put: one payload per key");
   std::vector<protocol::PutBeginItem> begin(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -153,6 +159,7 @@ absl::StatusOr<std::vector<BlockCode>> Client::Put(
 
 absl::StatusOr<std::vector<BlockResult>> Client::PutBegin(
     absl::Span<const protocol::PutBeginItem> items) {
+  auto lock = impl_->Lock();
   const protocol::SessionLimits limits{impl_->welcome.t1_slots, impl_->welcome.t1_slot_bytes};
   Impl::Call call{
       Op::kPutBegin, static_cast<uint32_t>(items.size()), 0,
@@ -167,6 +174,7 @@ absl::StatusOr<std::vector<BlockResult>> Client::PutBegin(
 
 absl::StatusOr<std::vector<BlockResult>> Client::PutCommit(
     absl::Span<const protocol::PutCommitItem> items) {
+  auto lock = impl_->Lock();
   const protocol::SessionLimits limits{impl_->welcome.t1_slots, impl_->welcome.t1_slot_bytes};
   Impl::Call call{Op::kPutCommit, static_cast<uint32_t>(items.size()), 0,
                   [&](protocol::ArenaView a, protocol::ArenaRange r) {
@@ -202,12 +210,14 @@ absl::Status Client::PutChunk(absl::Span<const protocol::PutBeginItem> items,
 }
 
 absl::StatusOr<protocol::StatsWire> Client::Stats() {
+  auto lock = impl_->Lock();
   protocol::Request sent;
   KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do({Op::kStats, 0, 0, nullptr}, &sent));
   return protocol::ReadStats(impl_->region->arena(), sent, done);
 }
 
 absl::Status Client::Nop() {
+  auto lock = impl_->Lock();
   protocol::Request sent;
   return impl_->Do({Op::kNop, 0, 0, nullptr}, &sent).status();
 }

@@ -2,6 +2,7 @@
 // (errors are absl::Status); what C sees is a status code plus a thread-local message.
 #include "client/kvtier_client_c.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -35,7 +36,9 @@ absl::Span<const kvtier::BlockKey> Keys(const kvtier_key* keys, size_t n) {
 
 void CopyResults(const std::vector<kvtier::protocol::BlockResult>& in, kvtier_block_result* out) {
   static_assert(sizeof(kvtier_block_result) == sizeof(kvtier::protocol::BlockResult));
-  if (out != nullptr) std::memcpy(out, in.data(), in.size() * sizeof(kvtier_block_result));
+  if (out != nullptr && !in.empty()) {
+    std::memcpy(out, in.data(), in.size() * sizeof(kvtier_block_result));
+  }
 }
 
 }  // namespace
@@ -43,6 +46,8 @@ void CopyResults(const std::vector<kvtier::protocol::BlockResult>& in, kvtier_bl
 extern "C" {
 
 const char* kvtier_last_error(void) { return last_error.c_str(); }
+
+int kvtier_abi_version(void) { return KVTIER_C_ABI_VERSION; }
 
 int kvtier_connect(const char* socket_path, const kvtier_namespace* ns, const char* client_name,
                    kvtier_client** out) {
@@ -71,7 +76,8 @@ size_t kvtier_keys_for(const kvtier_client* client, const uint32_t* tokens, size
   std::optional<kvtier::BlockKey> p;
   if (parent != nullptr) p = kvtier::BlockKey{parent->lo, parent->hi};
   const std::vector<kvtier::BlockKey> out = client->impl->KeysFor({tokens, n_tokens}, p);
-  std::memcpy(keys, out.data(), std::min(out.size(), max_keys) * sizeof(kvtier_key));
+  const size_t n = std::min(out.size(), max_keys);
+  if (n != 0) std::memcpy(keys, out.data(), n * sizeof(kvtier_key));
   return out.size();
 }
 
@@ -81,7 +87,9 @@ int kvtier_lookup(kvtier_client* client, const kvtier_key* keys, size_t n, size_
   auto result = client->impl->Lookup(Keys(keys, n));
   if (!result.ok()) return Fail(result.status());
   *hit_blocks = result->hit_blocks;
-  if (tiers != nullptr) std::memcpy(tiers, result->tiers.data(), result->tiers.size());
+  if (tiers != nullptr && !result->tiers.empty()) {
+    std::memcpy(tiers, result->tiers.data(), result->tiers.size());
+  }
   return 0;
 }
 

@@ -68,6 +68,10 @@ typedef struct {
   uint64_t t1_slots_total, t1_slots_free, leases_held, requests_invalid;
 } kvtier_stats;
 
+/* KVTIER_C_ABI_VERSION of the library loaded (to check a binding against the header it was
+ * written for). */
+int kvtier_abi_version(void);
+
 int kvtier_connect(const char* socket_path, const kvtier_namespace* ns, const char* client_name,
                    kvtier_client** out);
 void kvtier_close(kvtier_client* client);

@@ -37,8 +37,9 @@ struct DaemonSettings {
   std::string socket_path;      // empty: <data_directory>/kvtierd.sock (SocketPath())
   uint32_t socket_mode = 0660;  // file mode of the socket; only permission bits (<= 0777)
   // Who may connect, checked with SO_PEERCRED: a peer whose uid is in allowed_uids, or whose
-  // primary or supplementary gid is in allowed_gids, or who runs as the daemon's own uid. As written (names or
-  // decimal ids) and as resolved at load (getpwnam/getgrnam); the resolved lists drive the check.
+  // primary or supplementary gid is in allowed_gids, or who runs as the daemon's own uid. As
+  // written (names or decimal ids) and as resolved at load (getpwnam/getgrnam); the resolved lists
+  // drive the check.
   std::vector<std::string> allowed_users;
   std::vector<std::string> allowed_groups;
   std::vector<uid_t> allowed_uids;

@@ -12,9 +12,10 @@
 // to say Hello get an Error frame with the reason, a log line, and a closed socket; other clients
 // never notice.
 //
-// Access. A peer is allowed if its uid is the daemon's own, 0, or in allowed_uids, or one of its groups (primary, or supplementary from the user database) is in
-// allowed_gids; the socket file's mode (socket_mode) is a second fence. Whoever is allowed is
-// trusted with the T1 memory it maps (docs/protocol.md "Trust and isolation").
+// Access. A peer is allowed if its uid is the daemon's own, 0, or in allowed_uids, or one of its
+// groups (primary, or supplementary from the user database) is in allowed_gids; the socket file's
+// mode (socket_mode) is a second fence. Whoever is allowed is trusted with the T1 memory it maps
+// (docs/protocol.md "Trust and isolation").
 //
 // Thread-safety: Start/Stop from one thread; clients() from any.
 #pragma once

@@ -1,7 +1,7 @@
 #include "tiers/host_tier.h"
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <linux/memfd.h>  // MFD_HUGE_2MB
 #include <sys/mman.h>
 #include <unistd.h>
@@ -45,8 +45,7 @@ struct Segment {
 };
 
 absl::StatusOr<Segment> MapSegment(size_t size, bool huge) {
-  const unsigned flags =
-      MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0u);
+  const unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0u);
   const int fd = memfd_create("kvtier-t1", flags);
   if (fd < 0) return absl::InternalError("memfd_create: " + ErrnoText(errno));
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {

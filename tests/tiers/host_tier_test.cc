@@ -1,7 +1,6 @@
 #include "tiers/host_tier.h"
 
 #include <fcntl.h>
-
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
