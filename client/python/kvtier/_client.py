@@ -101,13 +101,18 @@ class Client:
 
     def put(self, tokens: Tokens, payloads: Sequence[Any],
             parent: Optional[KeyTuple] = None) -> List[BlockCode]:
-        """Stores one payload per whole block of `tokens` (each at most slot_bytes; bytes,
+        """Stores one payload per whole block of `tokens` (each 1 to slot_bytes long; bytes,
         bytearray, memoryview or any buffer) and publishes it; one BlockCode per block:
         OK, ALREADY_PRESENT (someone stored it first), RETRY_LATER (T1 full right now), ..."""
         keys, n = self._keys(tokens, parent)
         if len(payloads) != n:
             raise ValueError(f"put: {n} whole blocks of tokens but {len(payloads)} payloads")
         spans = [host_span(p, False, f"payloads[{i}]") for i, p in enumerate(payloads)]
+        for i, (_, size, _) in enumerate(spans):
+            # The daemon treats a size outside [1, slot_bytes] as a malformed request and closes
+            # the connection, so it is refused here instead.
+            if not 0 < size <= self.slot_bytes:
+                raise ValueError(f"payloads[{i}]: {size} bytes, outside [1, {self.slot_bytes}]")
         addrs = (ctypes.c_void_p * max(n, 1))(*[s[0] for s in spans])
         sizes = (ctypes.c_size_t * max(n, 1))(*[s[1] for s in spans])
         codes = (ctypes.c_uint32 * max(n, 1))()
@@ -131,8 +136,9 @@ class Client:
                 data = self._lib.kvtier_slot_data(self._handle, results[i].slot)
                 out.append(ctypes.string_at(data, results[i].payload_bytes))
         finally:
-            release = (_ffi.Key * max(len(leased), 1))(*[keys[i] for i in leased])
-            self._check(self._lib.kvtier_release(self._live(), release, len(leased), None))
+            if leased:
+                release = (_ffi.Key * len(leased))(*[keys[i] for i in leased])
+                self._check(self._lib.kvtier_release(self._live(), release, len(leased), None))
         return out
 
     def get_into(self, tokens: Tokens, buffers: Sequence[Any]) -> int:

@@ -224,7 +224,10 @@ class ClientAgainstDaemonTest(unittest.TestCase):
             c.put(tokens, random_payloads(1))
         with self.assertRaises(ValueError):
             self.connect(cache_salt="a\0b")
-        self.assertNotEqual(c.put(tokens[:BLOCK], [bytes(SLOT_BYTES + 1)]), [BlockCode.OK])
+        for size in (0, SLOT_BYTES + 1):  # the daemon would close the connection for these
+            with self.assertRaisesRegex(ValueError, f"payloads\\[0\\]: {size} bytes"):
+                c.put(tokens[:BLOCK], [bytes(size)])
+        self.assertEqual(c.put(tokens[:BLOCK], [bytes(SLOT_BYTES)]), [BlockCode.OK])
         c.close()
         c.close()
         with self.assertRaises(ValueError):
