@@ -92,8 +92,10 @@ class Client:
     def lookup_tiers(self, tokens: Tokens) -> List[Tier]:
         """For each leading cached block of `tokens`, the tiers holding it."""
         keys, n = self._keys(tokens)
+        if n == 0:
+            return []
         hit = ctypes.c_size_t()
-        tiers = (ctypes.c_uint8 * max(n, 1))()
+        tiers = (ctypes.c_uint8 * n)()
         self._check(self._lib.kvtier_lookup(self._live(), keys, n, ctypes.byref(hit), tiers))
         return [Tier(tiers[i]) for i in range(hit.value)]
 
@@ -107,15 +109,17 @@ class Client:
         keys, n = self._keys(tokens, parent)
         if len(payloads) != n:
             raise ValueError(f"put: {n} whole blocks of tokens but {len(payloads)} payloads")
+        if n == 0:
+            return []
         spans = [host_span(p, False, f"payloads[{i}]") for i, p in enumerate(payloads)]
         for i, (_, size, _) in enumerate(spans):
             # The daemon treats a size outside [1, slot_bytes] as a malformed request and closes
             # the connection, so it is refused here instead.
             if not 0 < size <= self.slot_bytes:
                 raise ValueError(f"payloads[{i}]: {size} bytes, outside [1, {self.slot_bytes}]")
-        addrs = (ctypes.c_void_p * max(n, 1))(*[s[0] for s in spans])
-        sizes = (ctypes.c_size_t * max(n, 1))(*[s[1] for s in spans])
-        codes = (ctypes.c_uint32 * max(n, 1))()
+        addrs = (ctypes.c_void_p * n)(*[s[0] for s in spans])
+        sizes = (ctypes.c_size_t * n)(*[s[1] for s in spans])
+        codes = (ctypes.c_uint32 * n)()
         self._check(self._lib.kvtier_put(self._live(), keys, n, addrs, sizes,
                                          self._key_ref(parent), codes))
         del spans  # the payloads' buffers may be resized again
@@ -125,7 +129,9 @@ class Client:
         """The payloads of the leading cached blocks of `tokens`, copied out of T1 (blocks in
         lower tiers are promoted first). Every lease taken is released before returning."""
         keys, n = self._keys(tokens)
-        results = (_ffi.BlockResult * max(n, 1))()
+        if n == 0:
+            return []
+        results = (_ffi.BlockResult * n)()
         self._check(self._lib.kvtier_get(self._live(), keys, n, results))
         leased = [i for i in range(n) if results[i].code == BlockCode.OK]
         try:
@@ -148,9 +154,11 @@ class Client:
         keys, n = self._keys(tokens)
         if len(buffers) != n:
             raise ValueError(f"get_into: {n} whole blocks of tokens but {len(buffers)} buffers")
+        if n == 0:
+            return 0
         spans = [host_span(b, True, f"buffers[{i}]") for i, b in enumerate(buffers)]
-        addrs = (ctypes.c_void_p * max(n, 1))(*[s[0] for s in spans])
-        sizes = (ctypes.c_size_t * max(n, 1))(*[s[1] for s in spans])
+        addrs = (ctypes.c_void_p * n)(*[s[0] for s in spans])
+        sizes = (ctypes.c_size_t * n)(*[s[1] for s in spans])
         copied = ctypes.c_size_t()
         self._check(self._lib.kvtier_get_into(self._live(), keys, n, addrs, sizes,
                                               ctypes.byref(copied)))
@@ -161,7 +169,9 @@ class Client:
         """Removes the blocks of `tokens` from every tier; one BlockCode per block (MISSING if
         absent, LEASED if someone holds it)."""
         keys, n = self._keys(tokens)
-        results = (_ffi.BlockResult * max(n, 1))()
+        if n == 0:
+            return []
+        results = (_ffi.BlockResult * n)()
         self._check(self._lib.kvtier_drop(self._live(), keys, n, results))
         return [BlockCode(results[i].code) for i in range(n)]
 
@@ -187,10 +197,14 @@ class Client:
         return None if key is None else ctypes.byref(_ffi.Key(*key))
 
     def _keys(self, tokens: Tokens, parent: Optional[KeyTuple] = None) -> Tuple[Any, int]:
-        """(kvtier_key array, number of whole blocks) for `tokens`."""
+        """(kvtier_key array, number of whole blocks) for `tokens`. Callers make no library call
+        for zero blocks: there is nothing to ask the daemon."""
         ids = token_array(tokens)
         room = len(ids) // self.block_tokens
-        keys = (_ffi.Key * max(room, 1))()
+        keys = (_ffi.Key * room)()
+        if room == 0:
+            self._live()
+            return keys, 0
         n = self._lib.kvtier_keys_for(self._live(), uint32_pointer(ids), len(ids),
                                       self._key_ref(parent), keys, room)
         if n != room:  # the library's block size is the namespace's: never differs
