@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _ffi
 from ._buffers import Tokens, host_span, token_array, uint32_pointer
-from ._types import BlockCode, KvtierError, Tier
+from ._types import BlockCode, KvtierError, Tier, block_code
 
 KeyTuple = Tuple[int, int]  # (lo, hi): a 128-bit block key
 
@@ -123,7 +123,7 @@ class Client:
         self._check(self._lib.kvtier_put(self._live(), keys, n, addrs, sizes,
                                          self._key_ref(parent), codes))
         del spans  # the payloads' buffers may be resized again
-        return [BlockCode(codes[i]) for i in range(n)]
+        return [block_code(codes[i]) for i in range(n)]
 
     def get(self, tokens: Tokens) -> List[bytes]:
         """The payloads of the leading cached blocks of `tokens`, copied out of T1 (blocks in
@@ -173,7 +173,7 @@ class Client:
             return []
         results = (_ffi.BlockResult * n)()
         self._check(self._lib.kvtier_drop(self._live(), keys, n, results))
-        return [BlockCode(results[i].code) for i in range(n)]
+        return [block_code(results[i].code) for i in range(n)]
 
     def stats(self) -> Dict[str, int]:
         """The daemon's counters (kvtier_stats: lookups, gets, puts_committed, leases_held...)."""

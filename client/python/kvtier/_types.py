@@ -49,6 +49,14 @@ class Tier(enum.IntFlag):
     T2 = 4  # NVMe
 
 
+def block_code(value: int) -> Union[BlockCode, int]:
+    """A BlockCode, or the bare int for a code newer than this package (never an exception)."""
+    try:
+        return BlockCode(value)
+    except ValueError:
+        return value
+
+
 def _code(value: int) -> Union[StatusCode, int]:
     try:
         return StatusCode(value)
