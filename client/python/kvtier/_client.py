@@ -28,9 +28,9 @@ class Client:
     method taking `tokens` accepts any sequence of ints or a 1-D integer buffer.
 
     Errors raise KvtierError (code and the library's message); per-block outcomes are BlockCode
-    values, not errors. Methods may be called from several threads (the library serialises them
-    on the connection) but close() must not race them. Closing, or the process dying, makes the
-    daemon give back every lease and unfinished put of this client.
+    values, not errors. Use one Client per thread for now (docs/python.md: the C++ client does
+    not yet keep concurrent requests' results apart); close() must never race other calls.
+    Closing, or the process dying, makes the daemon give back every lease and unfinished put.
     """
 
     def __init__(self, socket_path: str, model_id: str, block_tokens: int = 16,
