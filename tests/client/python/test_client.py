@@ -277,6 +277,17 @@ class ClientWithoutDaemonTest(unittest.TestCase):
         self.assertIn(path, str(caught.exception))
         self.assertIsInstance(caught.exception, RuntimeError)
 
+    def test_calls_after_the_daemon_stopped_raise_unavailable(self) -> None:
+        daemon = Daemon()
+        c = kvtier.Client(daemon.socket, model_id=MODEL)
+        self.addCleanup(c.close)
+        tokens = random_tokens(1)
+        c.put(tokens, random_payloads(1))
+        self.assertEqual(daemon.stop(), 0)
+        with self.assertRaises(KvtierError) as caught:
+            c.lookup(tokens)
+        self.assertEqual(caught.exception.code, StatusCode.UNAVAILABLE, caught.exception)
+
     def test_import_needs_no_library_and_client_says_where_it_looked(self) -> None:
         script = ("import kvtier\n"
                   "try:\n"
