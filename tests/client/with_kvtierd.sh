@@ -14,15 +14,16 @@ log=$dir/kvtierd.log
   --t1.capacity_bytes 64MiB --t1.slot_bytes 64KiB --t1.touch_threads 1 \
   --t2.capacity_bytes 256MiB --metrics.enabled false >"$log" 2>&1 &
 pid=$!
+# However this script ends (CTest's timeout sends SIGTERM), the daemon and its directory go too.
+trap 'kill -KILL "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'exit 1' INT TERM HUP
 
 # The bound only keeps a hung start from hanging CTest; the daemon dying is what we look for.
 tries=0
-until grep -q "kvtierd ready" "$log"; do
+until grep -qs "kvtierd ready" "$log"; do
   if ! kill -0 "$pid" 2>/dev/null || [ "$tries" -ge 1200 ]; then
     echo "with_kvtierd.sh: kvtierd did not become ready; its log:" >&2
     cat "$log" >&2
-    kill -KILL "$pid" 2>/dev/null
-    rm -rf "$dir"
     exit 1
   fi
   tries=$((tries + 1))
@@ -38,5 +39,4 @@ if [ "$rc" -ne 0 ] || [ "$daemon_rc" -ne 0 ]; then
   echo "with_kvtierd.sh: command exited $rc, kvtierd exited $daemon_rc; kvtierd's log:" >&2
   cat "$log" >&2
 fi
-rm -rf "$dir"
 [ "$rc" -eq 0 ] && [ "$daemon_rc" -eq 0 ]

@@ -8,6 +8,7 @@ Run by CTest (tests/client/CMakeLists.txt) with KVTIER_DAEMON (kvtierd), KVTIER_
 """
 
 import array
+import ctypes
 import os
 import random
 import shutil
@@ -29,6 +30,12 @@ BLOCK = 16
 MODEL = "test-model@rev1"
 
 
+def _die_with_parent() -> None:
+    # If this test process crashes (a sanitizer abort, a kill), the daemon gets SIGTERM instead of
+    # living on. prctl(PR_SET_PDEATHSIG = 1, SIGTERM).
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+
 class Daemon:
     """A kvtierd in a temporary data directory with small tiers and no metrics endpoint."""
 
@@ -45,7 +52,7 @@ class Daemon:
              "--t1.capacity_bytes", "64MiB", "--t1.slot_bytes", str(SLOT_BYTES),
              "--t1.touch_threads", "1", "--t2.capacity_bytes", "256MiB",
              "--metrics.enabled", "false"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         self._wait_for_socket()
 
     def _wait_for_socket(self) -> None:
