@@ -16,6 +16,8 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   # trace compression in tests
   gzip zstd
+  # the Python client: its tests (python3), and `pip install -e client/python` without downloads
+  python3 python3-pip python3-setuptools python3-wheel
 )
 
 missing=()

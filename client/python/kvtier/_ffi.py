@@ -1,0 +1,153 @@
+"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 1).
+
+The structs and prototypes below mirror that header field for field; change them together.
+The library is found and loaded lazily by load(), so importing the package never fails for want
+of libkvtier.so: the first Client() does, naming every place it looked.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from typing import List, Optional
+
+from ._types import LibraryNotFoundError
+
+ABI_VERSION = 1
+LIBRARY_NAME = "libkvtier.so"
+
+
+class Namespace(ctypes.Structure):
+    """kvtier_namespace: NULL strings mean the C ABI's defaults."""
+
+    _fields_ = [
+        ("model_id", ctypes.c_char_p),
+        ("kv_layout", ctypes.c_char_p),
+        ("dtype", ctypes.c_char_p),
+        ("block_tokens", ctypes.c_uint32),
+        ("tp_rank", ctypes.c_uint32),
+        ("tp_size", ctypes.c_uint32),
+        ("lora_id", ctypes.c_char_p),
+        ("cache_salt", ctypes.c_char_p),
+    ]
+
+
+class Key(ctypes.Structure):
+    """kvtier_key: a 128-bit block key as two little halves."""
+
+    _fields_ = [("lo", ctypes.c_uint64), ("hi", ctypes.c_uint64)]
+
+
+class BlockResult(ctypes.Structure):
+    """kvtier_block_result: one key's outcome (KVTIER_BLOCK_*), and for get its leased slot."""
+
+    _fields_ = [
+        ("code", ctypes.c_uint32),
+        ("slot", ctypes.c_uint32),
+        ("payload_bytes", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+STATS_FIELDS = (
+    "lookups", "lookup_keys", "lookup_hit_blocks",
+    "gets", "get_blocks", "promotions",
+    "puts_begun", "puts_committed", "puts_aborted", "puts_retry",
+    "releases", "drops",
+    "t1_slots_total", "t1_slots_free", "leases_held", "requests_invalid",
+)
+
+
+class Stats(ctypes.Structure):
+    """kvtier_stats: the daemon's counters, all uint64."""
+
+    _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS]
+
+
+_P = ctypes.POINTER
+_c = ctypes
+# name: (restype, argtypes), in the header's order.
+_PROTOTYPES = {
+    "kvtier_connect": (_c.c_int, [_c.c_char_p, _P(Namespace), _c.c_char_p, _P(_c.c_void_p)]),
+    "kvtier_close": (None, [_c.c_void_p]),
+    "kvtier_last_error": (_c.c_char_p, []),
+    "kvtier_keys_for": (
+        _c.c_size_t, [_c.c_void_p, _P(_c.c_uint32), _c.c_size_t, _P(Key), _P(Key), _c.c_size_t]),
+    "kvtier_lookup": (
+        _c.c_int, [_c.c_void_p, _P(Key), _c.c_size_t, _P(_c.c_size_t), _P(_c.c_uint8)]),
+    "kvtier_get": (_c.c_int, [_c.c_void_p, _P(Key), _c.c_size_t, _P(BlockResult)]),
+    "kvtier_release": (_c.c_int, [_c.c_void_p, _P(Key), _c.c_size_t, _P(BlockResult)]),
+    "kvtier_get_into": (_c.c_int, [
+        _c.c_void_p, _P(Key), _c.c_size_t, _P(_c.c_void_p), _P(_c.c_size_t), _P(_c.c_size_t)]),
+    "kvtier_put": (_c.c_int, [
+        _c.c_void_p, _P(Key), _c.c_size_t, _P(_c.c_void_p), _P(_c.c_size_t), _P(Key),
+        _P(_c.c_uint32)]),
+    "kvtier_drop": (_c.c_int, [_c.c_void_p, _P(Key), _c.c_size_t, _P(BlockResult)]),
+    "kvtier_get_stats": (_c.c_int, [_c.c_void_p, _P(Stats)]),
+    "kvtier_slot_data": (_c.c_void_p, [_c.c_void_p, _c.c_uint32]),
+    "kvtier_slot_bytes": (_c.c_uint32, [_c.c_void_p]),
+}
+
+
+def candidates() -> List[str]:
+    """Where libkvtier.so is looked for, in order.
+
+    1. $KVTIER_LIB (the file itself, or a directory holding it) and nothing else when it is set,
+       so a wrong setting fails instead of silently loading another build;
+    2. next to this package (a wheel or an install may put it there);
+    3. the build trees of the source checkout this package sits in (build/<preset>/client/);
+    4. the system loader's search path (ctypes.util.find_library("kvtier")).
+    """
+    env = os.environ.get("KVTIER_LIB")
+    if env:
+        return [os.path.join(env, LIBRARY_NAME) if os.path.isdir(env) else env]
+    out: List[str] = []
+    here = os.path.dirname(os.path.abspath(__file__))
+    out.append(os.path.join(here, LIBRARY_NAME))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))  # client/python/kvtier -> .
+    for preset in ("default", "cuda", "hip"):  # not asan/tsan: python3 cannot load those
+        out.append(os.path.join(repo, "build", preset, "client", LIBRARY_NAME))
+    system = ctypes.util.find_library("kvtier")
+    if system:
+        out.append(system)
+    return list(dict.fromkeys(out))  # in order, without repeats
+
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+
+
+def load() -> ctypes.CDLL:
+    """The loaded library with its prototypes declared; LibraryNotFoundError when none loads."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            _lib = _load_first(candidates())
+        return _lib
+
+
+def _load_first(paths: List[str]) -> ctypes.CDLL:
+    tried = []
+    for path in paths:
+        if os.sep in path and not os.path.exists(path):
+            tried.append(f"{path} (absent)")
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+            continue
+        _declare(lib)
+        return lib
+    raise LibraryNotFoundError(
+        f"kvtier: cannot load {LIBRARY_NAME}; set KVTIER_LIB to its path (build it with "
+        f"`cmake --build build/default --target kvtier_client_c`). Tried: " + "; ".join(tried))
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(lib, name)  # AttributeError here means an older, incompatible library
+        fn.restype = restype
+        fn.argtypes = argtypes
