@@ -28,8 +28,8 @@ class Client:
     method taking `tokens` accepts any sequence of ints or a 1-D integer buffer.
 
     Errors raise KvtierError (code and the library's message); per-block outcomes are BlockCode
-    values, not errors. Use one Client per thread for now (docs/python.md: the C++ client does
-    not yet keep concurrent requests' results apart); close() must never race other calls.
+    values, not errors. A client may be shared by threads (requests take turns; use one client
+    per thread for parallelism); close() must never race other calls.
     Closing, or the process dying, makes the daemon give back every lease and unfinished put.
     """
 

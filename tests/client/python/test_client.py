@@ -185,8 +185,6 @@ class ClientAgainstDaemonTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             c.get_into(tokens, [b"\0" * 4096] * 3)  # read-only
 
-    @unittest.skip("client/kvtier_client.cc reads results from the arena after Impl::Do has "
-                   "released mu, so another thread's request overwrites them: enable once fixed")
     def test_one_client_serves_several_threads(self) -> None:
         c = self.connect()
         work = [(random_tokens(2), random_payloads(2)) for _ in range(4)]
