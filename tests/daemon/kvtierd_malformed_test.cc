@@ -85,6 +85,15 @@ class KvtierdMalformedTest : public ::testing::Test {
               std::vector<protocol::BlockCode>(4, protocol::BlockCode::kOk));
   }
 
+  // Whatever the test did to it, the daemon stops cleanly on SIGTERM (under ASan: nothing leaked).
+  void TearDown() override {
+    if (daemon_ == nullptr) return;
+    const int status = daemon_->Stop(SIGTERM);
+    EXPECT_TRUE(testing::ExitedZero(status))
+        << "after SIGTERM: " << testing::DescribeWaitStatus(status) << "\n"
+        << daemon_->Log();
+  }
+
   // The client connected all along is served and sees its blocks whole; a new one is welcome.
   void ExpectOthersServed(const std::string& what) {
     auto hit = good_->Lookup(keys_);
