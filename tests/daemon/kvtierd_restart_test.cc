@@ -11,6 +11,7 @@
 #include <set>
 
 #include "tests/daemon/kvtierd_test_util.h"
+#include "tests/daemon/metrics_scrape.h"
 
 namespace kvtier {
 namespace {
@@ -32,10 +33,11 @@ using KeySet = std::set<std::pair<uint64_t, uint64_t>>;
 class KvtierdRestartTest : public ::testing::Test {
  protected:
   absl::Status StartDaemon() {
-    auto d = KvtierdProcess::Start(
+    auto d = testing::StartWithMetrics(
         dir_.path(),
         {"--t1.capacity_bytes", "1MiB", "--t1.slot_bytes", "16KiB", "--t1.dma_chunk_bytes", "1MiB",
-         "--t1.touch_threads", "1", "--t1.huge_pages", "off", "--t2.capacity_bytes", "64MiB"});
+         "--t1.touch_threads", "1", "--t1.huge_pages", "off", "--t2.capacity_bytes", "64MiB"},
+        &metrics_port_);
     if (d.ok()) daemon_ = std::move(*d);
     return d.status();
   }
@@ -117,6 +119,12 @@ class KvtierdRestartTest : public ::testing::Test {
     const std::string before = daemon_->Log();
     const absl::Status restarted = StartDaemon();
     ASSERT_TRUE(restarted.ok()) << restarted << "\nlog before the stop:\n" << before;
+    // Recovered from T2's records at start: at least what was seen there (blocks demoted after
+    // the look are recovered too).
+    absl::StatusOr<std::string> page = testing::HttpGet(metrics_port_);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_GE(testing::MetricsPage(*page).Value("kvtier_recovered_blocks"),
+              static_cast<double>(in_t2.size()));
     ExpectServedAfterRestart(in_t2);
     const int second = daemon_->Stop(SIGTERM);
     EXPECT_TRUE(testing::ExitedZero(second)) << testing::DescribeWaitStatus(second) << "\n"
@@ -146,6 +154,7 @@ class KvtierdRestartTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
+  int metrics_port_ = 0;
   std::unique_ptr<KvtierdProcess> daemon_;
 };
 
