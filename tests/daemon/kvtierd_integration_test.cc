@@ -285,6 +285,46 @@ TEST_F(KvtierdIntegrationTest, ClientsKilledAtAnyPointLeaveOnlyWholeBlocks) {
   }
 }
 
+// With a T1 of 64 slots and 128 blocks, a client's gets promote blocks from T2 as it reads; it is
+// SIGKILLed with gets (and promotions) in flight: every lease comes back, every block stays whole.
+TEST_F(KvtierdIntegrationTest, AClientKilledWhileItsGetsPromoteFromT2LeavesNoLease) {
+  StartDaemon({"--t1.capacity_bytes", "1MiB"});
+  auto watcher = Connect();
+  ASSERT_NE(watcher, nullptr);
+  constexpr uint32_t kSequences = 8, kBlocks = 16;
+  for (uint32_t s = 0; s < kSequences; ++s) {
+    ASSERT_TRUE(testing::PutRetrying(*watcher, SeqKeys(*watcher, 20 + s, kBlocks)).ok());
+  }
+  Pipe progress;
+  const pid_t child = RunChild([&] {
+    auto c = ChildConnect(ItNamespace());
+    if (!c.ok()) return 1;
+    for (uint32_t n = 0;; ++n) {
+      const absl::Status check =
+          CheckFound(**c, SeqKeys(**c, 20 + n % kSequences, kBlocks), nullptr);
+      if (ChildCheck(check, "get", 2) != 0) return 2;
+      progress.Signal();
+    }
+  });
+  ASSERT_TRUE(progress.Await(kSequences + 3));  // past a whole round: T2 promotions under way
+  EXPECT_GT(watcher->Stats()->promotions, 0u);
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  const int status = WaitChild(child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << testing::DescribeWaitStatus(status);
+  EXPECT_TRUE(testing::Eventually([&] { return LeasesHeld(*watcher) == 0; }));
+  for (uint32_t s = 0; s < kSequences; ++s) {
+    const std::vector<BlockKey> keys = SeqKeys(*watcher, 20 + s, kBlocks);
+    // Every block is still cached (T2 never evicts here); a get may find T1 momentarily full.
+    EXPECT_TRUE(testing::Eventually([&] {
+      std::vector<bool> found;
+      const absl::Status check = CheckFound(*watcher, keys, &found);
+      EXPECT_TRUE(check.ok()) << "sequence " << s << ": " << check;
+      return !check.ok() || std::find(found.begin(), found.end(), false) == found.end();
+    })) << "sequence "
+        << s;
+  }
+}
+
 // The socket is open to everyone (mode 0666, a traversable directory); the daemon still refuses a
 // uid that is neither its own, root, nor allowed, by SO_PEERCRED, and goes on serving the others.
 TEST_F(KvtierdIntegrationTest, AClientWhoseUidIsNotAllowedIsRefused) {

@@ -51,21 +51,12 @@ class KvtierdRestartTest : public ::testing::Test {
       if (!c.ok()) return 1;
       for (uint32_t n = 0;; ++n) {
         const std::vector<BlockKey> keys = SeqKeys(**c, SeedOf(loader, n % kSequences), kBlocks);
-        for (;;) {
-          auto codes = PutKeys(**c, keys);
-          if (!codes.ok()) return 0;  // the daemon is gone
-          bool retry = false;
-          for (protocol::BlockCode code : *codes) {
-            if (code == protocol::BlockCode::kRetryLater) retry = true;
-            if (code != protocol::BlockCode::kOk && code != protocol::BlockCode::kAlreadyPresent &&
-                code != protocol::BlockCode::kRetryLater) {
-              std::fprintf(stderr, "loader %d: put code %u\n", loader, unsigned(code));
-              return 2;
-            }
-          }
-          if (!retry) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        const absl::Status put = testing::PutRetrying(**c, keys);
+        if (!put.ok() && absl::IsAborted(put)) {
+          std::fprintf(stderr, "loader %d: %s\n", loader, put.ToString().c_str());
+          return 2;
         }
+        if (!put.ok()) return 0;  // the daemon is gone
         if (n < kSequences) progress.Signal();
       }
     });

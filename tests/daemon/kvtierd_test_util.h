@@ -87,6 +87,25 @@ inline absl::StatusOr<std::vector<BlockCode>> PutKeys(
   return c.Put(keys, spans, parent);
 }
 
+// Puts every key, retrying those T1 had no room for at that moment (kRetryLater, while the evictor
+// makes room) until each is stored or present. Another code is Aborted naming it (the client never
+// returns Aborted itself, so callers can tell a wrong answer from a daemon gone).
+inline absl::Status PutRetrying(client::Client& c, const std::vector<BlockKey>& keys) {
+  for (;;) {
+    KVTIER_ASSIGN_OR_RETURN(std::vector<BlockCode> codes, PutKeys(c, keys));
+    bool retry = false;
+    for (BlockCode code : codes) {
+      retry = retry || code == BlockCode::kRetryLater;
+      if (code != BlockCode::kOk && code != BlockCode::kAlreadyPresent &&
+          code != BlockCode::kRetryLater) {
+        return absl::AbortedError("put code " + std::to_string(static_cast<uint32_t>(code)));
+      }
+    }
+    if (!retry) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a back-off, not a wait for state
+  }
+}
+
 // Gets every key (leases), checks size and every byte of each block found against its Payload,
 // releases. *found (may be null) gets whether each was found. An error names the first block that
 // was found and differs; blocks not found are not errors here.
