@@ -56,9 +56,16 @@ absl::Status Client::Impl::Handshake() {
   protocol::Hello hello{options.ns, options.client_name, options.sq_entries, options.cq_entries,
                         options.arena_bytes};
   KVTIER_ASSIGN_OR_RETURN(std::vector<std::byte> frame, protocol::EncodeHello(hello));
-  KVTIER_RETURN_IF_ERROR(protocol::SendFrame(socket.get(), frame));
-  KVTIER_ASSIGN_OR_RETURN(protocol::ReceivedFrame reply,
-                          protocol::RecvFrame(socket.get(), protocol::kWelcomeFdCount));
+  // A daemon that refuses us at accept (SO_PEERCRED) sends its Error and closes at once, so the
+  // Hello may fail with EPIPE; the Error is still there to read and says why. A failed send means
+  // the peer is gone, so the read below cannot wait.
+  const absl::Status sent = protocol::SendFrame(socket.get(), frame);
+  absl::StatusOr<protocol::ReceivedFrame> received =
+      protocol::RecvFrame(socket.get(), protocol::kWelcomeFdCount);
+  if (!sent.ok() && !(received.ok() && received->info.type == protocol::FrameType::kError)) {
+    return sent;
+  }
+  KVTIER_ASSIGN_OR_RETURN(protocol::ReceivedFrame reply, std::move(received));
   if (reply.info.type == protocol::FrameType::kError) {
     KVTIER_ASSIGN_OR_RETURN(protocol::ErrorFrame error, protocol::DecodeError(reply.payload));
     return absl::Status(error.code, "kvtierd refused the connection: " + error.message);

@@ -197,6 +197,7 @@ void Server::Impl::ReadHello(const std::shared_ptr<Handshake>& h) {
         const int fd = h->socket.native_handle();
         if (ec) {
           KVTIER_LOG(kWarn, "server", "client pid {} said no Hello: {}", h->cred.pid, ec.message());
+          h->timer.cancel();  // the timer's hold on h goes, so the socket closes now
           return;
         }
         absl::StatusOr<protocol::FrameInfo> info = protocol::DecodeFrameHeader(h->header);
@@ -207,6 +208,7 @@ void Server::Impl::ReadHello(const std::shared_ptr<Handshake>& h) {
           KVTIER_LOG(kWarn, "server", "client pid {}: {}", h->cred.pid,
                      std::string(info.status().message()));
           SendError(fd, info.status().code(), std::string(info.status().message()));
+          h->timer.cancel();
           return;
         }
         h->payload.resize(info->payload_bytes);
@@ -215,6 +217,7 @@ void Server::Impl::ReadHello(const std::shared_ptr<Handshake>& h) {
                            if (ec2) {
                              KVTIER_LOG(kWarn, "server", "client pid {}: Hello cut short: {}",
                                         h->cred.pid, ec2.message());
+                             h->timer.cancel();
                              return;
                            }
                            OnHello(h);
