@@ -54,7 +54,7 @@ absl::Status CheckAddress(const std::string& address) {
   return absl::OkStatus();
 }
 
-// civetweb reports why it could not start (e.g. "cannot bind to 127.0.0.1:9477: 98 (Address already
+// civetweb reports why it could not start (e.g. "cannot bind to 127.0.0.1:9464: 98 (Address already
 // in use)") only through its log callback, which has no user pointer; mg_start runs the callback on
 // the thread constructing the exposer, so that thread points this at where the reason goes.
 thread_local std::string* startup_log = nullptr;

@@ -45,7 +45,7 @@ namespace internal {
 class MetricsCollector;
 }
 
-inline constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9477";
+inline constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9464";
 
 // Latency histogram series (kvtier_transfer_seconds{op}).
 enum class TransferOp : uint8_t {

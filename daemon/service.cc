@@ -195,7 +195,10 @@ BlockStatus Service::BeginOne(Session& session, const PutBeginItem& item, SlotId
   }
   const BlockKey key = scope_.Scope(session.root_, item.key);
   std::optional<BlockInfo> info = tiers_.index().Find(key);
-  if (info && info->tiers != 0) return BlockStatus::kAlreadyPresent;
+  if (info && info->tiers != 0) {
+    tiers_.CountPutAlreadyPresent();
+    return BlockStatus::kAlreadyPresent;
+  }
   std::lock_guard lock(session.mu_);
   if (session.closed_ || session.pending_puts_.contains(key)) return BlockStatus::kInvalid;
   absl::StatusOr<SlotId> slot = tiers_.AllocateForPut();

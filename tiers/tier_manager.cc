@@ -86,6 +86,8 @@ absl::StatusOr<CommitOutcome> TierManager::CommitPut(const PutCommit& put, SlotI
   return state_->Commit(put, slot);
 }
 
+void TierManager::CountPutAlreadyPresent() { state_->CountPutAlreadyPresent(); }
+
 void TierManager::Get(const BlockKey& key, GetDone done) { state_->Get(key, std::move(done)); }
 
 absl::Status TierManager::Release(const BlockKey& key) { return state_->Release(key); }

@@ -110,6 +110,9 @@ class TierManager {
   // slot was freed. InvalidArgument for a payload larger than a slot or a bad slot (the slot is
   // then still the caller's). ResourceExhausted when the index is full (the slot too).
   absl::StatusOr<CommitOutcome> CommitPut(const PutCommit& put, SlotId slot);
+  // Counts a put the caller skipped before allocating, because the key was present (put_begin
+  // found it), in Stats().puts_already_present beside the ones CommitPut found.
+  void CountPutAlreadyPresent();
 
   // --- Load ---
   // Leases `key` and calls `done` once it has a T1 copy, with the slot; the lease is the caller's

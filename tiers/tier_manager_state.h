@@ -66,6 +66,9 @@ class TierManagerState {
   // TierManager's operations; contracts in tier_manager.h.
   absl::StatusOr<SlotId> AllocateForPut();
   absl::StatusOr<CommitOutcome> Commit(const PutCommit& put, SlotId slot);
+  void CountPutAlreadyPresent() {
+    counters_.puts_already_present.fetch_add(1, std::memory_order_relaxed);
+  }
   void Get(const BlockKey& key, GetDone done);
   absl::Status Release(const BlockKey& key);
   absl::Status Drop(const BlockKey& key);

@@ -213,7 +213,7 @@ TEST(MetricsTest, RejectedAdmissionsAreCountedForT2) {
 }
 
 TEST(MetricsTest, ABadAddressIsAnErrorNamingIt) {
-  for (const char* bad : {"nonsense", "127.0.0.1:99999", "127.0.0.1:port", ":9477"}) {
+  for (const char* bad : {"nonsense", "127.0.0.1:99999", "127.0.0.1:port", ":9464"}) {
     auto m = DaemonMetrics::Create(bad);
     ASSERT_FALSE(m.ok()) << bad;
     EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << m.status();
