@@ -77,10 +77,21 @@ absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
 
 namespace {
 
+// One request whose answer is a BlockResult per item. Precondition: impl.mu held.
+absl::StatusOr<std::vector<BlockResult>> BlockResultsCall(Client::Impl& impl,
+                                                          const Client::Impl::Call& call) {
+  const protocol::SessionLimits limits{impl.welcome.t1_slots, impl.welcome.t1_slot_bytes};
+  protocol::Request sent;
+  KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl.Do(call, &sent));
+  std::vector<BlockResult> out;
+  KVTIER_RETURN_IF_ERROR(
+      protocol::ReadBlockResults(impl.region->arena(), sent, done, limits, &out));
+  return out;
+}
+
 absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
                                                   absl::Span<const BlockKey> keys) {
-  std::vector<BlockResult> out, chunk_out;
-  const protocol::SessionLimits limits{impl.welcome.t1_slots, impl.welcome.t1_slot_bytes};
+  std::vector<BlockResult> out;
   const absl::Status chunked =
       (Chunked(keys.size(), impl.welcome.max_batch, [&](size_t off, size_t n) {
         const auto chunk = keys.subspan(off, n);
@@ -89,11 +100,8 @@ absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
                                 [&](protocol::ArenaView a, protocol::ArenaRange r) {
                                   protocol::WriteKeys(a, r, chunk);
                                 }};
-        protocol::Request sent;
-        KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl.Do(call, &sent));
-        KVTIER_RETURN_IF_ERROR(
-            protocol::ReadBlockResults(impl.region->arena(), sent, done, limits, &chunk_out));
-        out.insert(out.end(), chunk_out.begin(), chunk_out.end());
+        KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> part, BlockResultsCall(impl, call));
+        out.insert(out.end(), part.begin(), part.end());
         return absl::OkStatus();
       }));
   if (!chunked.ok()) return chunked;
@@ -160,32 +168,19 @@ absl::StatusOr<std::vector<BlockCode>> Client::Put(
 absl::StatusOr<std::vector<BlockResult>> Client::PutBegin(
     absl::Span<const protocol::PutBeginItem> items) {
   auto lock = impl_->Lock();
-  const protocol::SessionLimits limits{impl_->welcome.t1_slots, impl_->welcome.t1_slot_bytes};
-  Impl::Call call{
-      Op::kPutBegin, static_cast<uint32_t>(items.size()), 0,
-      [&](protocol::ArenaView a, protocol::ArenaRange r) { protocol::WritePutBegin(a, r, items); }};
-  protocol::Request sent;
-  KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
-  std::vector<BlockResult> out;
-  KVTIER_RETURN_IF_ERROR(
-      protocol::ReadBlockResults(impl_->region->arena(), sent, done, limits, &out));
-  return out;
+  return BlockResultsCall(*impl_, {Op::kPutBegin, static_cast<uint32_t>(items.size()), 0,
+                                   [&](protocol::ArenaView a, protocol::ArenaRange r) {
+                                     protocol::WritePutBegin(a, r, items);
+                                   }});
 }
 
 absl::StatusOr<std::vector<BlockResult>> Client::PutCommit(
     absl::Span<const protocol::PutCommitItem> items) {
   auto lock = impl_->Lock();
-  const protocol::SessionLimits limits{impl_->welcome.t1_slots, impl_->welcome.t1_slot_bytes};
-  Impl::Call call{Op::kPutCommit, static_cast<uint32_t>(items.size()), 0,
-                  [&](protocol::ArenaView a, protocol::ArenaRange r) {
-                    protocol::WritePutCommit(a, r, items);
-                  }};
-  protocol::Request sent;
-  KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
-  std::vector<BlockResult> out;
-  KVTIER_RETURN_IF_ERROR(
-      protocol::ReadBlockResults(impl_->region->arena(), sent, done, limits, &out));
-  return out;
+  return BlockResultsCall(*impl_, {Op::kPutCommit, static_cast<uint32_t>(items.size()), 0,
+                                   [&](protocol::ArenaView a, protocol::ArenaRange r) {
+                                     protocol::WritePutCommit(a, r, items);
+                                   }});
 }
 
 absl::Status Client::PutChunk(absl::Span<const protocol::PutBeginItem> items,
