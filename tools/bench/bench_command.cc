@@ -29,9 +29,14 @@ absl::StatusOr<Ceilings> MeasureCeilings(const BenchOptions& o, const BenchTotal
                             SocketRoundTrips(c.socket_request_bytes, c.socket_response_bytes, ops,
                                              std::min(o.duration_s, 2.0)));
   }
-  if (o.compare_memcpy) {
-    c.memcpy_bytes_per_s =
-        MemcpyBandwidth(o.workers(), t.payload_bytes, std::min(o.duration_s, 2.0));
+  const double seconds = std::min(o.duration_s, 2.0);
+  if (o.compare_memcpy && o.op != BenchOp::kGet) {
+    c.memcpy_into_cold =
+        MemcpyBandwidth(o.workers(), t.payload_bytes, seconds, CopyDirection::kIntoCold);
+  }
+  if (o.compare_memcpy && o.op != BenchOp::kPut) {
+    c.memcpy_out_of_cold =
+        MemcpyBandwidth(o.workers(), t.payload_bytes, seconds, CopyDirection::kOutOfCold);
   }
   return c;
 }

@@ -46,6 +46,8 @@ void AddBenchFlags(CLI::App* cmd, BenchFlags* f) {
   cmd->add_option("--spin-us", o.spin_us, "Microseconds a client polls for a completion first")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
+  cmd->add_flag("--prefault", o.prefault,
+                "Map all of T1 into each client before timing (else first touches fault pages in)");
   cmd->add_flag("--fill", o.fill, "Put every sequence first, untimed (use with --op get)");
   cmd->add_option("--trace", o.trace, "Replay this trace (Mooncake JSONL) as mixed ops");
   cmd->add_option("--speed", o.speed, "Trace time scale: 1 real time, 0 as fast as possible")

@@ -28,15 +28,16 @@ struct BenchOptions {
   BenchOp op = BenchOp::kLookup;
   uint32_t keys = 1;  // keys per op, 1..1024 (the protocol's max_batch)
   KeySpace space;
-  uint32_t processes = 1;       // forked, each with its own connections
-  uint32_t threads = 1;         // per process, each with its own Client
-  double duration_s = 5;        // how long the timed phase runs (ignored when ops > 0)
-  uint64_t ops = 0;             // ops per thread; 0 = run for duration_s
-  uint32_t payload_bytes = 0;   // per block for get/put; 0 = the daemon's slot size
-  bool fill = false;            // put every sequence's keys before timing (for get)
-  int spin_us = 20;             // the clients' poll before sleeping (ClientOptions::spin_us)
-  std::string trace;            // replay this trace instead of generated keys
-  double speed = 0;             // trace time scale: 1 = real time, 0 = as fast as possible
+  uint32_t processes = 1;      // forked, each with its own connections
+  uint32_t threads = 1;        // per process, each with its own Client
+  double duration_s = 5;       // how long the timed phase runs (ignored when ops > 0)
+  uint64_t ops = 0;            // ops per thread; 0 = run for duration_s
+  uint32_t payload_bytes = 0;  // per block for get/put; 0 = the daemon's slot size
+  bool prefault = false;  // map every T1 page into each client before timing (see bench_worker)
+  bool fill = false;      // put every sequence's keys before timing (for get)
+  int spin_us = 20;       // the clients' poll before sleeping (ClientOptions::spin_us)
+  std::string trace;      // replay this trace instead of generated keys
+  double speed = 0;       // trace time scale: 1 = real time, 0 = as fast as possible
   bool compare_socket = false;  // measure a Unix-socket round trip of the same bytes too
   bool compare_memcpy = false;  // measure memcpy bandwidth with as many threads too
 

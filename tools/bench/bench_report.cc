@@ -48,13 +48,14 @@ std::string SocketLine(const BenchTotals& t, const Ceilings& c) {
       p50 > 0 ? static_cast<double>(ring.Quantile(0.5)) / p50 : 0.0);
 }
 
-std::string MemcpyLine(const BenchOptions& o, const BenchTotals& t, const Ceilings& c) {
-  const double ceiling = *c.memcpy_bytes_per_s;
-  std::string line = fmt::format("ceiling memcpy ({} thread(s), {} B blocks): {:.3f} GB/s",
-                                 o.workers(), t.payload_bytes, ceiling / 1e9);
-  for (BenchOp op : {BenchOp::kGet, BenchOp::kPut}) {
-    const OpStats& s = t.op[static_cast<int>(op)];
-    if (s.bytes == 0 || t.window_s <= 0) continue;
+// One line per direction measured, with the matching op's bandwidth as a share of it.
+std::string MemcpyLine(const BenchOptions& o, const BenchTotals& t, BenchOp op, double ceiling) {
+  const char* what = op == BenchOp::kPut ? "into" : "out of";
+  std::string line =
+      fmt::format("ceiling memcpy {} cold memory ({} thread(s), {} B blocks): {:.3f} GB/s", what,
+                  o.workers(), t.payload_bytes, ceiling / 1e9);
+  const OpStats& s = t.op[static_cast<int>(op)];
+  if (s.bytes > 0 && t.window_s > 0) {
     const double rate = s.bytes / t.window_s;
     line += fmt::format("; {} {:.3f} GB/s = {:.0f}% of it", BenchOpName(op), rate / 1e9,
                         100 * rate / ceiling);
@@ -75,7 +76,8 @@ std::string FormatBenchReport(const BenchOptions& o, const BenchTotals& t, const
     if (s.ops > 0) out += Row(BenchOpName(op), s, t.window_s);
   }
   if (c.socket) out += SocketLine(t, c);
-  if (c.memcpy_bytes_per_s) out += MemcpyLine(o, t, c);
+  if (c.memcpy_into_cold) out += MemcpyLine(o, t, BenchOp::kPut, *c.memcpy_into_cold);
+  if (c.memcpy_out_of_cold) out += MemcpyLine(o, t, BenchOp::kGet, *c.memcpy_out_of_cold);
   return out;
 }
 

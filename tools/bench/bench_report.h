@@ -14,7 +14,8 @@ namespace kvtier::bench {
 struct Ceilings {
   std::optional<LatencyHistogram> socket;  // --compare-socket
   uint32_t socket_request_bytes = 0, socket_response_bytes = 0;
-  std::optional<double> memcpy_bytes_per_s;  // --compare-memcpy
+  // --compare-memcpy, bytes/s: into cold memory (put's ceiling), out of it (get's).
+  std::optional<double> memcpy_into_cold, memcpy_out_of_cold;
 };
 
 std::string FormatBenchReport(const BenchOptions& options, const BenchTotals& totals,

@@ -78,7 +78,8 @@ absl::StatusOr<LatencyHistogram> SocketRoundTrips(uint32_t request_bytes, uint32
   return latency;
 }
 
-double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s) {
+double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s,
+                       CopyDirection direction) {
   constexpr size_t kRegionBytes = size_t{256} << 20;
   const size_t blocks = std::max<size_t>(1, kRegionBytes / block_bytes);
   std::vector<double> rates(threads, 0.0);  // bytes/s of each thread over its own timed loop
@@ -86,8 +87,8 @@ double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s
   std::vector<std::thread> pool;
   for (uint32_t t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
-      std::vector<std::byte> src(block_bytes, std::byte{3}), dst(blocks * block_bytes);
-      std::memset(dst.data(), 0, dst.size());  // fault the pages in before timing
+      std::vector<std::byte> hot(block_bytes, std::byte{3}), cold(blocks * block_bytes);
+      std::memset(cold.data(), 0, cold.size());  // fault the pages in before timing
       ready.fetch_add(1);
       while (ready.load() < threads) std::this_thread::yield();
       const Clock::time_point start = Clock::now();
@@ -95,7 +96,12 @@ double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s
           start + std::chrono::nanoseconds(static_cast<int64_t>(duration_s * 1e9));
       uint64_t n = 0;
       for (size_t i = 0; Clock::now() < deadline; i = (i + 1) % blocks, ++n) {
-        std::memcpy(dst.data() + i * block_bytes, src.data(), block_bytes);
+        std::byte* slot = cold.data() + i * block_bytes;
+        if (direction == CopyDirection::kIntoCold) {
+          std::memcpy(slot, hot.data(), block_bytes);
+        } else {
+          std::memcpy(hot.data(), slot, block_bytes);
+        }
       }
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       rates[t] = static_cast<double>(n * block_bytes) / seconds;

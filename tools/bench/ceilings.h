@@ -20,9 +20,14 @@ absl::StatusOr<LatencyHistogram> SocketRoundTrips(uint32_t request_bytes, uint32
 inline uint32_t LookupRequestBytes(uint32_t keys) { return 64 + 16 * keys; }
 inline uint32_t LookupResponseBytes(uint32_t keys) { return 64 + keys; }
 
-// Aggregate memcpy bandwidth in bytes/s: `threads` threads each copy `block_bytes` from a block of
-// their own into successive blocks of a 256 MiB region of their own (so destinations miss the
-// caches, as T1 slots do), for `duration_s` seconds.
-double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s);
+// Which side of the copy is cold, as in the op it is the ceiling of: a put copies the client's
+// buffer (hot, reused) into T1 slots all over the segment; a get copies slots into the client's.
+enum class CopyDirection { kIntoCold, kOutOfCold };
+
+// Aggregate memcpy bandwidth in bytes/s: `threads` threads each copy `block_bytes` between one
+// block of their own and successive blocks of a 256 MiB region of their own (so that side misses
+// the caches, as T1 slots do), for `duration_s` seconds, all starting together.
+double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s,
+                       CopyDirection direction);
 
 }  // namespace kvtier::bench
