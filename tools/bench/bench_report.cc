@@ -75,6 +75,9 @@ std::string FormatBenchReport(const BenchOptions& o, const BenchTotals& t, const
     const OpStats& s = t.op[static_cast<int>(op)];
     if (s.ops > 0) out += Row(BenchOpName(op), s, t.window_s);
   }
+  out +=
+      "hit%: lookup keys in the hit prefix; get blocks found; put blocks stored. "
+      "Latencies per client call.\n";
   if (c.socket) out += SocketLine(t, c);
   if (c.memcpy_into_cold) out += MemcpyLine(o, t, BenchOp::kPut, *c.memcpy_into_cold);
   if (c.memcpy_out_of_cold) out += MemcpyLine(o, t, BenchOp::kGet, *c.memcpy_out_of_cold);
