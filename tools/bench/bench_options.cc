@@ -69,6 +69,7 @@ absl::Status CheckOptions(const BenchOptions& o) {
   }
   if (o.processes < 1 || o.processes > 256) return bad("--processes: must be 1 to 256");
   if (o.threads < 1 || o.threads > 256) return bad("--threads: must be 1 to 256");
+  if (o.workers() > 1024) return bad("--processes x --threads: at most 1024 workers");
   if (o.ops == 0 && !(o.duration_s > 0)) return bad("--duration: must be positive");
   if (o.space.sequences < 1) return bad("--sequences: must be at least 1");
   if (o.space.dist == KeyDist::kZipf && o.space.sequences > 100000000) {
