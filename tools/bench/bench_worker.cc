@@ -41,6 +41,7 @@ class Worker {
 
  private:
   absl::Status Prefault();
+  void StampPayloads(size_t n);
   bool NextKeys();  // keys_ for the next op; false when the trace has no more for us
   void WaitForArrival(int64_t go_ns) const;
   void Step();
@@ -59,8 +60,14 @@ class Worker {
   size_t request_ = 0;   // trace mode: the request keys_ came from
   std::unique_ptr<Client> client_;
   std::vector<BlockKey> keys_;
-  std::vector<std::byte> payload_;  // the bytes every put stores
-  std::vector<std::byte> sink_;     // where gets copy to (one block, reused)
+  // Up to kPayloadBlocks distinct blocks of random bytes that puts store (block i of a put uses
+  // block i % payload_blocks_), stamped afresh before each put (StampPayloads).
+  static constexpr size_t kPayloadBlocks = 16;
+  std::vector<std::byte> payload_;
+  size_t payload_blocks_ = 0;  // as many as this worker's puts carry keys, at most kPayloadBlocks
+  uint32_t bytes_ = 0;         // per block
+  uint64_t stamp_ = 0;
+  std::vector<std::byte> sink_;  // where gets copy to (one block, reused)
   std::vector<absl::Span<const std::byte>> payloads_;
 };
 
@@ -88,15 +95,24 @@ absl::Status Worker::Setup() {
         fmt::format("--payload-bytes {} is larger than the daemon's T1 slot ({} bytes)", bytes,
                     client_->slot_bytes()));
   }
-  r_->payload_bytes = bytes;
-  payload_.assign(bytes, std::byte{0x5a});
-  for (uint32_t i = 0; i < bytes; i += 64) payload_[i] = static_cast<std::byte>(i / 64 + c_.worker);
+  r_->payload_bytes = bytes_ = bytes;
+  const bool puts = o_.fill || o_.op == BenchOp::kPut || o_.op == BenchOp::kMixed;
+  payload_blocks_ = !puts      ? 0
+                    : c_.trace ? kPayloadBlocks
+                               : std::min<size_t>(kPayloadBlocks, o_.keys);
+  payload_.resize(size_t{bytes} * payload_blocks_);
+  synth::Rng rng(c_.worker + 1);
+  for (size_t i = 0; i + 8 <= payload_.size(); i += 8) {
+    const uint64_t v = rng.Bits();
+    std::memcpy(payload_.data() + i, &v, 8);
+  }
+  stamp_ = uint64_t{c_.worker} << 48;
   sink_.resize(bytes);
   if (o_.prefault) KVTIER_RETURN_IF_ERROR(Prefault());
   if (o_.fill) {
     for (uint64_t s = c_.worker; s < o_.space.sequences; s += o_.workers()) {
       ChainKeys(o_.space.seed, s, o_.keys, &keys_);
-      payloads_.assign(keys_.size(), absl::MakeConstSpan(payload_));
+      StampPayloads(keys_.size());
       KVTIER_RETURN_IF_ERROR(client_->Put(keys_, payloads_).status());
     }
   }
@@ -115,6 +131,21 @@ absl::Status Worker::Prefault() {
         fmt::format("--prefault: madvise(MADV_POPULATE_WRITE): {}", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+// Gives every 4 KiB page of the next put's n payloads a stamp never used before, so that no two
+// stored pages are equal: a kernel or hypervisor merging equal pages (or a compressing memory
+// system) would otherwise make T1 look faster than memory. Not timed.
+void Worker::StampPayloads(size_t n) {
+  payloads_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::byte* block = payload_.data() + (i % payload_blocks_) * bytes_;
+    for (size_t off = 0; off < bytes_; off += 4096) {
+      const uint64_t v = ++stamp_;
+      std::memcpy(block + off, &v, std::min<size_t>(8, bytes_ - off));
+    }
+    payloads_[i] = absl::Span<const std::byte>(block, bytes_);
+  }
 }
 
 bool Worker::NextKeys() {
@@ -168,13 +199,13 @@ void Worker::Get(absl::Span<const BlockKey> keys) {
 }
 
 void Worker::Put(absl::Span<const BlockKey> keys, const std::optional<BlockKey>& parent) {
-  payloads_.assign(keys.size(), absl::MakeConstSpan(payload_));
+  StampPayloads(keys.size());
   auto codes = Timed(BenchOp::kPut, [&] { return client_->Put(keys, payloads_, parent); });
   OpStats& s = Stats(BenchOp::kPut);
   s.keys += keys.size();
   if (!codes.ok()) return;
   for (BlockCode code : *codes) {
-    if (code == BlockCode::kOk) ++s.hit_keys, s.bytes += payload_.size();
+    if (code == BlockCode::kOk) ++s.hit_keys, s.bytes += bytes_;
     if (code == BlockCode::kRetryLater) ++s.retries;
   }
 }
