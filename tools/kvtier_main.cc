@@ -3,23 +3,30 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "tools/bench/bench_command.h"
 #include "tools/replay/replay_command.h"
+#include "tools/stat/stat_command.h"
 #include "tools/synth/synth_command.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"kvtier: tiered KV-cache tools (trace replay, workload synthesis)"};
+  CLI::App app{
+      "kvtier: tiered KV-cache tools (trace replay, workload synthesis, daemon stat and bench)"};
   app.require_subcommand(1);
 
   int exit_code = 0;
   kvtier::replay::RegisterReplayCommand(app, &exit_code);
   kvtier::synth::RegisterSynthCommand(app, &exit_code);
+  kvtier::stat::RegisterStatCommand(app, &exit_code);
+  kvtier::bench::RegisterBenchCommand(app, &exit_code);
   // CLI11 would only say "A subcommand is required" for a mistyped one; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     try {
       app.get_subcommand(argv[1]);
     } catch (const CLI::OptionNotFound&) {
-      std::fprintf(stderr, "kvtier: unknown command '%s' (commands: replay, synth; see --help)\n",
-                   argv[1]);
+      std::fprintf(
+          stderr,
+          "kvtier: unknown command '%s' (commands: replay, synth, stat, bench; see --help)\n",
+          argv[1]);
       return 2;
     }
   }

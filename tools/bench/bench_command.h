@@ -1,0 +1,12 @@
+// `kvtier bench`: a load generator for a running kvtierd (docs/benchmarks.md "Daemon protocol").
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kvtier::bench {
+
+// Adds the `bench` subcommand to `app`; exit code to *exit_code: 0 ran, 1 the run failed
+// (daemon unreachable, a worker died), 2 bad flags.
+void RegisterBenchCommand(CLI::App& app, int* exit_code);
+
+}  // namespace kvtier::bench

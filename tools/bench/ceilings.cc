@@ -1,0 +1,116 @@
+#include "tools/bench/ceilings.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace kvtier::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Reads exactly n bytes; false on EOF or error.
+bool ReadFull(int fd, std::byte* buf, size_t n) {
+  while (n > 0) {
+    const ssize_t got = ::read(fd, buf, n);
+    if (got <= 0) return false;
+    buf += got;
+    n -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+bool WriteFull(int fd, const std::byte* buf, size_t n) {
+  while (n > 0) {
+    const ssize_t put = ::write(fd, buf, n);
+    if (put <= 0) return false;
+    buf += put;
+    n -= static_cast<size_t>(put);
+  }
+  return true;
+}
+
+[[noreturn]] void Echo(int fd, uint32_t request_bytes, uint32_t response_bytes) {
+  std::vector<std::byte> in(request_bytes), out(response_bytes, std::byte{1});
+  while (ReadFull(fd, in.data(), in.size())) {
+    out[0] = in[0];  // touch the request, as a server would
+    if (!WriteFull(fd, out.data(), out.size())) break;
+  }
+  ::_exit(0);
+}
+
+}  // namespace
+
+absl::StatusOr<LatencyHistogram> SocketRoundTrips(uint32_t request_bytes, uint32_t response_bytes,
+                                                  uint64_t ops, double duration_s) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return absl::InternalError(fmt::format("socketpair: {}", std::strerror(errno)));
+  }
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    Echo(fds[1], request_bytes, response_bytes);
+  }
+  ::close(fds[1]);
+  LatencyHistogram latency;
+  std::vector<std::byte> request(request_bytes, std::byte{2}), response(response_bytes);
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(duration_s * 1e9));
+  bool ok = pid > 0;
+  for (uint64_t done = 0; ok && (ops > 0 ? done < ops : Clock::now() < deadline); ++done) {
+    const Clock::time_point start = Clock::now();
+    ok = WriteFull(fds[0], request.data(), request.size()) &&
+         ReadFull(fds[0], response.data(), response.size());
+    latency.Record(static_cast<uint64_t>((Clock::now() - start).count()));
+  }
+  ::close(fds[0]);  // the echo process sees EOF and exits
+  if (pid > 0) ::waitpid(pid, nullptr, 0);
+  if (!ok) return absl::InternalError("the socket echo process failed");
+  return latency;
+}
+
+double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s,
+                       CopyDirection direction) {
+  constexpr size_t kRegionBytes = size_t{256} << 20;
+  const size_t blocks = std::max<size_t>(1, kRegionBytes / block_bytes);
+  std::vector<double> rates(threads, 0.0);  // bytes/s of each thread over its own timed loop
+  std::atomic<uint32_t> ready{0};
+  std::vector<std::thread> pool;
+  for (uint32_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<std::byte> hot(block_bytes, std::byte{3}), cold(blocks * block_bytes);
+      std::memset(cold.data(), 0, cold.size());  // fault the pages in before timing
+      ready.fetch_add(1);
+      while (ready.load() < threads) std::this_thread::yield();
+      const Clock::time_point start = Clock::now();
+      const Clock::time_point deadline =
+          start + std::chrono::nanoseconds(static_cast<int64_t>(duration_s * 1e9));
+      uint64_t n = 0;
+      for (size_t i = 0; Clock::now() < deadline; i = (i + 1) % blocks, ++n) {
+        std::byte* slot = cold.data() + i * block_bytes;
+        if (direction == CopyDirection::kIntoCold) {
+          std::memcpy(slot, hot.data(), block_bytes);
+        } else {
+          std::memcpy(hot.data(), slot, block_bytes);
+        }
+      }
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      rates[t] = static_cast<double>(n * block_bytes) / seconds;
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  double total = 0;
+  for (double r : rates) total += r;
+  return total;
+}
+
+}  // namespace kvtier::bench
