@@ -1,12 +1,12 @@
 #include "client/kvtier_client.h"
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "client/client_impl.h"
+#include "common/checksum.h"
 
 namespace kvtier::client {
 namespace {
@@ -193,7 +193,7 @@ absl::Status Client::PutChunk(absl::Span<const protocol::PutBeginItem> items,
     codes[i] = static_cast<BlockCode>(slots[i].code);
     if (codes[i] != BlockCode::kOk) continue;
     std::memcpy(MutableSlotData(slots[i].slot), payloads[i].data(), payloads[i].size());
-    commit.push_back({items[i].key, XXH3_64bits(payloads[i].data(), payloads[i].size())});
+    commit.push_back({items[i].key, PayloadChecksum(payloads[i].data(), payloads[i].size())});
     committed_index.push_back(i);
   }
   if (commit.empty()) return absl::OkStatus();

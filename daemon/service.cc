@@ -1,11 +1,10 @@
 #include "daemon/service.h"
 
-#include <xxhash.h>
-
 #include <bit>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
+#include "common/checksum.h"
 #include "common/log.h"
 #include "daemon/lookup_recorder.h"
 #include "daemon/metrics.h"
@@ -233,7 +232,7 @@ BlockStatus Service::CommitOne(Session& session, const PutCommitItem& item) {
   }
   // The client wrote the slot through its own mapping; what is published must be what it meant.
   if (item.checksum != 0 &&
-      XXH3_64bits(tiers_.t1().SlotData(put.slot), put.payload_bytes) != item.checksum) {
+      PayloadChecksum(tiers_.t1().SlotData(put.slot), put.payload_bytes) != item.checksum) {
     tiers_.AbortPut(put.slot);
     return BlockStatus::kBadChecksum;
   }

@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/checksum.h"
 #include "common/log.h"
-#include "tiers/nvme_checksum.h"
 #include "tiers/nvme_metadata.h"
 #include "tiers/nvme_ring.h"
 #include "tiers/nvme_tier.h"

@@ -1,9 +1,9 @@
 // The tier manager's evictor: watermarks, victims, T1 -> T2 demotion and T2 deletion.
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include <utility>
 
+#include "common/checksum.h"
 #include "common/log.h"
 #include "tiers/tier_manager_state.h"
 
@@ -138,7 +138,7 @@ void TierManagerState::StartDemotion(const BlockInfo& info) {
     d = demotions_.at(info.key);
   }
   const std::byte* src = t1_.SlotData(d.t1_slot);
-  const uint64_t checksum = XXH3_64bits(src, info.payload_bytes);
+  const uint64_t checksum = PayloadChecksum(src, info.payload_bytes);
   if (d.expected_checksum != 0 && checksum != d.expected_checksum) {
     counters_.integrity_drops.fetch_add(1, std::memory_order_relaxed);
     KVTIER_LOG(kError, "tiers",

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/checksum.h"
 #include "tests/tiers/nvme_test_util.h"
-#include "tiers/nvme_checksum.h"
 
 namespace kvtier {
 namespace {

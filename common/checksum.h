@@ -1,5 +1,6 @@
-// The XXH3-64 of a block payload (BlockRecord::checksum), as fast as this CPU allows. T2 verifies
-// every read with it; writers (the tier manager) compute the checksum they hand to Write with it.
+// The XXH3-64 of a block payload (BlockRecord::checksum, put_commit's checksum), as fast as this
+// CPU allows. T2 verifies every read with it, the tier manager computes what it writes to T2 with
+// it, clients checksum their puts with it and the daemon verifies them.
 //
 // Debian's libxxhash is built for baseline x86-64 (SSE2): ~3 GB/s on one core of the development
 // VM for 4 MiB payloads, which made read verification the bottleneck. On CPUs with AVX2 this uses

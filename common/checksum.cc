@@ -1,10 +1,10 @@
-#include "tiers/nvme_checksum.h"
+#include "common/checksum.h"
 
 #include <xxhash.h>
 
 namespace kvtier {
 
-// nvme_checksum_avx2.cc, compiled for AVX2: call only where the CPU has it.
+// checksum_avx2.cc, compiled for AVX2: call only where the CPU has it.
 uint64_t Xxh3Avx2(const void* data, size_t bytes);
 
 namespace {

@@ -1,5 +1,5 @@
-// XXH3-64 compiled for AVX2 from the inlined xxhash.h (see nvme_checksum.h for why). Everything in
-// this file is AVX2 code: only nvme_checksum.cc calls it, after checking the CPU.
+// XXH3-64 compiled for AVX2 from the inlined xxhash.h (see checksum.h for why). Everything in
+// this file is AVX2 code: only checksum.cc calls it, after checking the CPU.
 #if defined(__x86_64__)
 #pragma GCC target("avx2")
 #include <immintrin.h>  // xxhash.h includes it only when the whole build targets AVX2
