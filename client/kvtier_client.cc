@@ -192,8 +192,9 @@ absl::Status Client::PutChunk(absl::Span<const protocol::PutBeginItem> items,
   for (size_t i = 0; i < items.size(); ++i) {
     codes[i] = static_cast<BlockCode>(slots[i].code);
     if (codes[i] != BlockCode::kOk) continue;
-    std::memcpy(MutableSlotData(slots[i].slot), payloads[i].data(), payloads[i].size());
-    commit.push_back({items[i].key, PayloadChecksum(payloads[i].data(), payloads[i].size())});
+    const uint64_t sum =
+        CopyAndChecksum(MutableSlotData(slots[i].slot), payloads[i].data(), payloads[i].size());
+    commit.push_back({items[i].key, sum});
     committed_index.push_back(i);
   }
   if (commit.empty()) return absl::OkStatus();

@@ -17,4 +17,9 @@ namespace kvtier {
 
 uint64_t PayloadChecksum(const void* data, size_t bytes);
 
+// Copies `bytes` from `src` to `dst` (which must not overlap) and returns PayloadChecksum(src,
+// bytes), in one pass: each chunk is hashed right after it is copied, while it is still in the CPU
+// cache, so the checksum costs little more than the copy (a client's put).
+uint64_t CopyAndChecksum(void* dst, const void* src, size_t bytes);
+
 }  // namespace kvtier

@@ -15,4 +15,18 @@ namespace kvtier {
 
 uint64_t Xxh3Avx2(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
 
+uint64_t CopyAndXxh3Avx2(void* dst, const void* src, size_t bytes, size_t chunk) {
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_64bits_reset(&state);
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t n = bytes - off < chunk ? bytes - off : chunk;
+    __builtin_memcpy(d + off, s + off, n);
+    XXH3_64bits_update(&state, s + off, n);
+  }
+  return XXH3_64bits_digest(&state);
+}
+
 }  // namespace kvtier

@@ -47,6 +47,7 @@ struct DaemonSettings {
   log::Level log_level = log::Level::kInfo;
   std::string log_file;     // empty: stderr; else appended to, reopened on SIGHUP
   std::string record_file;  // empty: off; else every lookup as a replay-format trace line
+  bool verify_puts = true;  // put_commit checks each payload against its checksum (service.h)
 };
 
 // [metrics]: the Prometheus endpoint.

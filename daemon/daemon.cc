@@ -57,7 +57,10 @@ absl::Status Build(Daemon::Parts& p) {
     KVTIER_ASSIGN_OR_RETURN(p.metrics, DaemonMetrics::Create(p.config.metrics.listen_address));
     p.metrics->WatchTiers(p.tiers.get());
   }
-  p.service = std::make_unique<Service>(*p.tiers, *p.scope, p.recorder.get(), p.metrics.get());
+  ServiceOptions service_options;
+  service_options.verify_puts = p.config.daemon.verify_puts;
+  p.service = std::make_unique<Service>(*p.tiers, *p.scope, p.recorder.get(), p.metrics.get(),
+                                        service_options);
   KVTIER_ASSIGN_OR_RETURN(p.server, Server::Start(ServerOptionsOf(p.config), *p.service));
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   KVTIER_LOG(kInfo, "daemon", "kvtierd ready in {:.3f} s: socket {}, metrics {}", took.count(),

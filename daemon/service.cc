@@ -56,8 +56,8 @@ size_t Session::puts_pending() const {
 }
 
 Service::Service(TierManager& tiers, const KeyScope& scope, LookupRecorder* recorder,
-                 DaemonMetrics* metrics)
-    : tiers_(tiers), scope_(scope), recorder_(recorder), metrics_(metrics) {}
+                 DaemonMetrics* metrics, const ServiceOptions& options)
+    : tiers_(tiers), scope_(scope), recorder_(recorder), metrics_(metrics), options_(options) {}
 
 Service::~Service() = default;
 
@@ -231,7 +231,7 @@ BlockStatus Service::CommitOne(Session& session, const PutCommitItem& item) {
     session.pending_puts_.erase(it);
   }
   // The client wrote the slot through its own mapping; what is published must be what it meant.
-  if (item.checksum != 0 &&
+  if (options_.verify_puts && item.checksum != 0 &&
       PayloadChecksum(tiers_.t1().SlotData(put.slot), put.payload_bytes) != item.checksum) {
     tiers_.AbortPut(put.slot);
     return BlockStatus::kBadChecksum;

@@ -109,12 +109,20 @@ class Session {
   absl::flat_hash_map<BlockKey, OpenPut> pending_puts_;  // daemon key -> its put; by mu_
 };
 
+struct ServiceOptions {
+  // put_commit hashes each slot and refuses one that does not match the client's checksum
+  // (kBadChecksum), so a torn or wrong copy is never published. Off, a put costs one pass over its
+  // bytes less; a wrong payload is then caught only when the block is demoted (re-hashed against
+  // the committed checksum and dropped) or read back from T2.
+  bool verify_puts = true;
+};
+
 class Service {
  public:
   // `recorder` (may be null) gets every lookup (kvtierd --record); `metrics` (may be null) every
   // event the request path sees. All must outlive the service.
   Service(TierManager& tiers, const KeyScope& scope, LookupRecorder* recorder,
-          DaemonMetrics* metrics = nullptr);
+          DaemonMetrics* metrics = nullptr, const ServiceOptions& options = {});
   ~Service();
 
   // A session for a client that declared `ns`. InvalidArgument naming the field for a bad one.
@@ -168,6 +176,7 @@ class Service {
   const KeyScope& scope_;
   LookupRecorder* const recorder_;
   DaemonMetrics* const metrics_;
+  const ServiceOptions options_;
   std::atomic<uint64_t> next_session_id_{1};
   std::atomic<size_t> sessions_{0};
   std::atomic<uint64_t> leases_{0};

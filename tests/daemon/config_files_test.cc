@@ -23,6 +23,7 @@ allowed_groups = [0]
 log_level = "debug"
 log_file = "/var/log/kvtierd.log"
 record_file = "lookups.jsonl"
+verify_puts = false
 [metrics]
 enabled = false
 listen_address = "[::1]:9100"

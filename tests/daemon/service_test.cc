@@ -176,6 +176,16 @@ TEST_F(ServiceTest, AFullT1AnswersRetryAndReservesNothing) {
   EXPECT_EQ(a->puts_pending(), 0u);
 }
 
+TEST_F(ServiceTest, WithoutPutVerificationTheChecksumIsNotCheckedAtCommit) {
+  service_ = std::make_unique<Service>(*tiers_, *scope_, nullptr, nullptr,
+                                       ServiceOptions{.verify_puts = false});
+  auto a = Open(Ns("m"));
+  std::vector<PutBeginResult> begun = Begin(*a, {5}, 4096);
+  ASSERT_EQ(begun[0].status, BlockStatus::kOk);
+  EXPECT_EQ(service_->PutCommit(*a, std::vector<PutCommitItem>{{K(5), 12345}})[0],
+            BlockStatus::kOk);  // a later demotion would re-hash it against 12345 and drop it
+}
+
 TEST(KeyScopeTest, TheSecretPersistsAndScopesDifferByNamespaceAndSecret) {
   TempDir tmp;
   const std::string path = tmp.path() + "/secret";

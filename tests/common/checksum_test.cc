@@ -1,0 +1,29 @@
+// PayloadChecksum and CopyAndChecksum are XXH3-64 whatever the CPU path, and the copy is exact.
+#include "common/checksum.h"
+
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace kvtier {
+namespace {
+
+TEST(ChecksumTest, CopyAndChecksumCopiesExactlyAndHashesLikeTheLibrary) {
+  std::mt19937_64 rng(5);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{4096}, size_t{65535},
+                       size_t{65536}, size_t{65537}, size_t{200000}, size_t{2} << 20}) {
+    std::vector<unsigned char> src(bytes + 1), dst(bytes + 1, 0xee);
+    for (auto& b : src) b = static_cast<unsigned char>(rng());
+    const uint64_t sum = CopyAndChecksum(dst.data(), src.data() + 1, bytes);  // unaligned source
+    EXPECT_EQ(sum, XXH3_64bits(src.data() + 1, bytes)) << bytes;
+    EXPECT_EQ(sum, PayloadChecksum(src.data() + 1, bytes)) << bytes;
+    EXPECT_EQ(std::memcmp(dst.data(), src.data() + 1, bytes), 0) << bytes;
+    EXPECT_EQ(dst[bytes], 0xee) << "wrote past the end at " << bytes;
+  }
+}
+
+}  // namespace
+}  // namespace kvtier
