@@ -13,8 +13,8 @@ namespace {
 
 TEST(ChecksumTest, CopyAndChecksumCopiesExactlyAndHashesLikeTheLibrary) {
   std::mt19937_64 rng(5);
-  for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{4096}, size_t{65535},
-                       size_t{65536}, size_t{65537}, size_t{200000}, size_t{2} << 20}) {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{4096}, size_t{65535}, size_t{65536},
+                       size_t{65537}, size_t{200000}, size_t{2} << 20}) {
     std::vector<unsigned char> src(bytes + 1), dst(bytes + 1, 0xee);
     for (auto& b : src) b = static_cast<unsigned char>(rng());
     const uint64_t sum = CopyAndChecksum(dst.data(), src.data() + 1, bytes);  // unaligned source
