@@ -1,6 +1,7 @@
 #include "tools/replay/model_config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -13,7 +14,8 @@ std::string ModelPath(const std::string& name) {
 }
 
 std::string WriteModel(const std::string& content) {
-  std::string path = ::testing::TempDir() + "model_config_test.json";
+  std::string path =
+      ::testing::TempDir() + "model_config_test_" + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << content;
   return path;
 }

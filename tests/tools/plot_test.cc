@@ -1,6 +1,7 @@
 #include "tools/replay/plot.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -69,7 +70,7 @@ TEST(PlotTest, WritesALinearPng) {
 }
 
 TEST(PlotTest, RejectsEmptyAndInconsistentSpecs) {
-  std::string path = ::testing::TempDir() + "plot_test_bad.png";
+  std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "plot_test_bad.png";
   PlotSpec spec;
   EXPECT_EQ(WritePlotPng(spec, path).message(), "plot has no series");
   spec.series.push_back({"a", {1, 2}, {1}});
@@ -86,7 +87,9 @@ TEST(PlotTest, RejectsEmptyAndInconsistentSpecs) {
 TEST(PlotTest, ASingleFlatPointStillDraws) {
   PlotSpec spec;
   spec.series.push_back({"only", {5}, {0.5}});
-  EXPECT_TRUE(WritePlotPng(spec, ::testing::TempDir() + "plot_test_point.png").ok());
+  EXPECT_TRUE(
+      WritePlotPng(spec, ::testing::TempDir() + std::to_string(::getpid()) + "plot_test_point.png")
+          .ok());
 }
 
 TEST(PlotTest, UnwritablePathIsAnInternalErrorNamingIt) {

@@ -18,7 +18,8 @@ namespace {
 // Points stderr (fd 2) at a regular file for the life of the object: not a terminal, and readable.
 class StderrToFile {
  public:
-  StderrToFile() : path_(::testing::TempDir() + "progress_test_stderr") {
+  StderrToFile()
+      : path_(::testing::TempDir() + "progress_test_stderr_" + std::to_string(::getpid())) {
     std::fflush(stderr);
     saved_ = dup(STDERR_FILENO);
     int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -2,6 +2,7 @@
 // trace errors (exit code 1, file:line), --json with the contract keys, --compare, --sweep files.
 // The subcommand runs in-process, parsed exactly as tools/kvtier_main.cc parses it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -44,7 +45,8 @@ CliResult RunReplay(std::vector<std::string> args) {
 }
 
 std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  // Per process: ctest runs this binary's tests in parallel processes that share file names.
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "_" + name;
   std::ofstream(path) << text;
   return path;
 }

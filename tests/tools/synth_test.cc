@@ -1,6 +1,7 @@
 #include "tools/synth/synth.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -152,7 +153,7 @@ TEST(SynthTest, WrittenTracesLoadWithLoadTraceAlsoCompressed) {
   SynthConfig c = Small();
   std::string expected = Generate(c);
   for (const char* name : {"synth_test.jsonl", "synth_test.jsonl.gz", "synth_test.jsonl.zst"}) {
-    std::string path = ::testing::TempDir() + name;
+    std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
     ASSERT_TRUE(WriteSynthTrace(c, path).ok()) << name;
     absl::StatusOr<replay::Trace> trace = replay::LoadTrace(path, {});
     ASSERT_TRUE(trace.ok()) << name << ": " << trace.status();
@@ -164,7 +165,8 @@ TEST(SynthTest, WrittenTracesLoadWithLoadTraceAlsoCompressed) {
       ASSERT_EQ(trace->input_tokens[r], rs[r].input_length);
     }
   }
-  EXPECT_EQ(ReadFile(::testing::TempDir() + "synth_test.jsonl"), expected);
+  EXPECT_EQ(ReadFile(::testing::TempDir() + std::to_string(::getpid()) + "_synth_test.jsonl"),
+            expected);
 }
 
 TEST(SynthTest, UnwritablePathNamesIt) {

@@ -19,7 +19,7 @@ namespace kvtier::replay {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "trace_reader_" + name;
+  return ::testing::TempDir() + "trace_reader_" + std::to_string(::getpid()) + "_" + name;
 }
 
 std::string WriteFile(const std::string& name, const std::string& content) {
