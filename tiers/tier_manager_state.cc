@@ -146,7 +146,8 @@ absl::StatusOr<CommitOutcome> TierManagerState::Commit(const PutCommit& put, Slo
     KVTIER_ASSIGN_OR_RETURN(
         BlockIndex::InsertResult r,
         index_.Insert(put.key, NewBlock{Tier::kT1, slot, put.payload_bytes, parent}));
-    std::optional<BlockInfo> info = index_.Find(put.key);
+    // Present already: look only then (a second probe on every new put's hot path otherwise).
+    std::optional<BlockInfo> info = r.inserted ? std::nullopt : index_.Find(put.key);
     if (!r.inserted && info && info->tiers != 0) {
       free_slot = true;
     } else {

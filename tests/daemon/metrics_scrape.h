@@ -1,5 +1,6 @@
 // Test helpers for the metrics endpoint: a scrape of 127.0.0.1:<port> and the samples it served,
-// through the same HTTP GET and text-format reader `kvtier stat` uses (tools/stat/metrics_source.h).
+// through the same HTTP GET and text-format reader `kvtier stat` uses
+// (tools/stat/metrics_source.h).
 #pragma once
 
 #include <optional>
