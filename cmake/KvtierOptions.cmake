@@ -1,8 +1,9 @@
 # Compiler flags for kvtier's own targets. Third-party headers come in as SYSTEM includes through their
 # imported targets, so -Werror applies to our code only.
 function(kvtier_target_defaults target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow -Wnon-virtual-dtor
-                         -Wno-unused-parameter -Werror)
+  # Host languages only: device sources (CUDA/HIP) get their own flags in kvtier_gpu_sources().
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wshadow
+                         -Wnon-virtual-dtor -Wno-unused-parameter -Werror>)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
 endfunction()
 

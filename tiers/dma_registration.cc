@@ -4,49 +4,26 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string_view>
 
 #include "common/log.h"
-
-// The only place in tiers/ that includes a GPU runtime; the CPU build never sees these headers.
-#ifdef KVTIER_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "kernels/gpu_runtime.h"
 
 namespace kvtier {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-#ifdef KVTIER_WITH_CUDA
-// Portable: usable from every CUDA context in the process, not only the current one. Mapped: GPU
-// kernels may also read it in place (DESIGN.md: scattered small blocks at line rate).
-absl::Status RegisterChunk(void* p, size_t n) {
-  const cudaError_t err = cudaHostRegister(p, n, cudaHostRegisterPortable | cudaHostRegisterMapped);
-  if (err == cudaSuccess) return absl::OkStatus();
-  cudaGetLastError();  // a failed register is not sticky; clear it so later calls start clean
-  return absl::UnavailableError(fmt::format("cudaHostRegister({} bytes): {} ({})", n,
-                                            cudaGetErrorName(err), cudaGetErrorString(err)));
-}
-void UnregisterChunk(void* p) {
-  if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
-}
-#else
-// No GPU backend: nothing can DMA from host memory, so there is nothing to register.
-absl::Status RegisterChunk(void*, size_t) { return absl::OkStatus(); }
-void UnregisterChunk(void*) {}
-#endif
+// Portable and mapped (kernels/gpu_runtime.h): usable from every context in the process, and GPU
+// kernels may read it in place (DESIGN.md: scattered small blocks at line rate).
+absl::Status RegisterChunk(void* p, size_t n) { return gpu::HostRegister(p, n); }
+void UnregisterChunk(void* p) { (void)gpu::HostUnregister(p); }
 
 }  // namespace
 
-bool DmaRegistration::BackendAvailable() {
-#ifdef KVTIER_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
+bool DmaRegistration::BackendAvailable() { return std::string_view(gpu::BackendName()) != "none"; }
 
-const char* DmaRegistration::BackendName() { return BackendAvailable() ? "cuda" : "none"; }
+const char* DmaRegistration::BackendName() { return gpu::BackendName(); }
 
 DmaRegistration::DmaRegistration(void* base, size_t size, size_t chunk_bytes)
     : base_(static_cast<char*>(base)), size_(size), chunk_bytes_(chunk_bytes) {}

@@ -4,10 +4,9 @@
 // chunks on a background thread the daemon serves CPU-side traffic meanwhile and the progress is
 // visible.
 //
-// Backends: CUDA when built with KVTIER_CUDA=ON (compile definition KVTIER_WITH_CUDA); HIP is the
-// GPU issue's (hipHostRegister has the same shape: add a branch to RegisterChunk/UnregisterChunk
-// in dma_registration.cc, nothing else changes). Without a backend Start registers nothing, says so
-// in the log, and reports done at once with backend() == "none".
+// Backends: whatever kernels/gpu_runtime.h was built with (CUDA or HIP). Without one (the CPU-only
+// variant) Start registers nothing, says so in the log, and reports done at once with
+// BackendName() == "none".
 //
 // Errors (no device, driver refusal) end the registration early with a Status in result(); they
 // never abort. The range stays usable as ordinary memory; transfers from it are merely slower.
@@ -30,7 +29,7 @@ class DmaRegistration {
  public:
   // Whether this build has a GPU backend at all.
   static bool BackendAvailable();
-  static const char* BackendName();  // "cuda" or "none"
+  static const char* BackendName();  // "cuda", "hip" or "none"
 
   // Starts registering [base, base + size) in chunks of chunk_bytes (the last may be shorter) on a
   // background thread. The caller keeps the memory mapped until this object is destroyed.

@@ -12,6 +12,8 @@ packages=(
   zlib1g-dev libzstd-dev libcairo2-dev
   # tiers, daemon (later issues build on these)
   liburing-dev librocksdb-dev libhwloc-dev libboost-dev prometheus-cpp-dev libtomlplusplus-dev libspdlog-dev
+  # the HIP variant (Debian's ROCm 5.2: hipcc drives clang-15; CMake's HIP language needs the rest)
+  hipcc libamdhip64-dev libamd-comgr-dev libhsa-runtime-dev
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   # trace compression in tests

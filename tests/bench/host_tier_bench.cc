@@ -22,11 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gpu_runtime.h"
 #include "tiers/host_tier.h"
-
-#ifdef KVTIER_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace kvtier {
 namespace {
@@ -91,21 +88,16 @@ double MemsetSeconds(size_t bytes) {
 
 // Seconds for cudaMallocHost of `bytes`; -1 without a GPU build or on error.
 double PinnedAllocSeconds(size_t bytes) {
-#ifdef KVTIER_WITH_CUDA
-  void* p = nullptr;
+  if (!gpu::UnavailableReason().empty()) return -1;
   const auto start = Clock::now();
-  const cudaError_t err = cudaMallocHost(&p, bytes);
+  auto p = gpu::PinnedAlloc(bytes);
   const double secs = Since(start);
-  if (err != cudaSuccess) {
-    std::fprintf(stderr, "cudaMallocHost(%zu): %s\n", bytes, cudaGetErrorString(err));
+  if (!p.ok()) {
+    std::fprintf(stderr, "%s\n", p.status().ToString().c_str());
     return -1;
   }
-  cudaFreeHost(p);
+  (void)gpu::PinnedFree(*p);
   return secs;
-#else
-  (void)bytes;
-  return -1;
-#endif
 }
 
 struct T1Times {
@@ -172,9 +164,8 @@ void RunSize(double gib, const Options& o) {
 
 int main(int argc, char** argv) {
   const kvtier::Options o = kvtier::ParseArgs(argc, argv);
-#ifdef KVTIER_WITH_CUDA
-  cudaFree(nullptr);  // create the CUDA context outside every timed region
-#endif
+  // Create the GPU context outside every timed region (no-op in the CPU variant).
+  if (kvtier::gpu::UnavailableReason().empty()) (void)kvtier::gpu::SetDevice(0);
   std::printf("T1 start-up, best of %d; seconds (DMA registration: %s build)\n\n", o.repeat,
               kvtier::DmaRegistration::BackendName());
   std::printf(
