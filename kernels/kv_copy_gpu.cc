@@ -27,9 +27,9 @@ constexpr unsigned kBlocksPerMultiprocessor = 4;
 struct DescriptorSlot {
   void* staging = nullptr;  // pinned host
   void* device = nullptr;
-  size_t capacity = 0;      // bytes of each
+  size_t capacity = 0;  // bytes of each
   gpu::Event done;
-  bool in_flight = false;   // `done` has been recorded
+  bool in_flight = false;  // `done` has been recorded
   uint64_t last_use = 0;
 };
 
@@ -47,8 +47,8 @@ class GpuKvCopier final : public KvCopier {
                          std::span<const int32_t> engine_blocks, std::span<void* const> payloads,
                          gpu::StreamHandle stream);
   absl::Status CopyByKernel(const PagedKvCache& cache, KvCopyDirection direction,
-                            std::span<const int32_t> engine_blocks,
-                            std::span<void* const> payloads, gpu::StreamHandle stream);
+                            std::span<const int32_t> engine_blocks, std::span<void* const> payloads,
+                            gpu::StreamHandle stream);
   absl::StatusOr<DescriptorSlot*> FreeSlot(size_t bytes);
 
   const unsigned threads_;
@@ -133,8 +133,7 @@ absl::StatusOr<DescriptorSlot*> GpuKvCopier::FreeSlot(size_t bytes) {
 
 absl::Status GpuKvCopier::CopyByKernel(const PagedKvCache& cache, KvCopyDirection direction,
                                        std::span<const int32_t> engine_blocks,
-                                       std::span<void* const> payloads,
-                                       gpu::StreamHandle stream) {
+                                       std::span<void* const> payloads, gpu::StreamHandle stream) {
   const size_t layer_words = size_t{cache.num_layers()} * 2;
   const size_t bytes = (layer_words + engine_blocks.size() * 2) * sizeof(uint64_t);
   KVTIER_ASSIGN_OR_RETURN(DescriptorSlot * slot, FreeSlot(bytes));
@@ -167,8 +166,8 @@ absl::Status GpuKvCopier::CopyByKernel(const PagedKvCache& cache, KvCopyDirectio
   p.to_payload = direction == KvCopyDirection::kCacheToPayload;
   const uint64_t pieces = uint64_t{p.num_blocks} * p.num_layers * 2;
   const unsigned grid = static_cast<unsigned>(std::min<uint64_t>(pieces, max_grid_));
-  const absl::Status launched = gpu::StatusFromVendorCode(
-      LaunchKvCopy(p, grid, threads_, stream), "KV copy kernel launch");
+  const absl::Status launched =
+      gpu::StatusFromVendorCode(LaunchKvCopy(p, grid, threads_, stream), "KV copy kernel launch");
   // Recorded even after a failed launch: the upload above may still be reading the staging.
   KVTIER_RETURN_IF_ERROR(slot->done.Record(stream));
   slot->in_flight = true;

@@ -17,8 +17,8 @@ struct KvCopyParams {
   uint32_t kv_heads = 0;
   uint32_t rows_per_piece = 0;  // block_tokens * kv_heads
   uint32_t row_bytes = 0;
-  uint32_t unit_bytes = 0;      // 16, 8, 4, 2 or 1: divides every address, stride and row_bytes
-  uint64_t piece_bytes = 0;     // rows_per_piece * row_bytes
+  uint32_t unit_bytes = 0;   // 16, 8, 4, 2 or 1: divides every address, stride and row_bytes
+  uint64_t piece_bytes = 0;  // rows_per_piece * row_bytes
   int64_t block_stride = 0;
   int64_t token_stride = 0;
   int64_t head_stride = 0;

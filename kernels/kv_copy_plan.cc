@@ -5,9 +5,7 @@
 
 namespace kvtier {
 
-const char* KvCopyPathName(KvCopyPath path) {
-  return path == KvCopyPath::kDma ? "dma" : "kernel";
-}
+const char* KvCopyPathName(KvCopyPath path) { return path == KvCopyPath::kDma ? "dma" : "kernel"; }
 
 namespace kv_copy_internal {
 
@@ -15,9 +13,8 @@ absl::Status CheckCopyArgs(const PagedKvCache& cache, std::span<const int32_t> e
                            std::span<void* const> payloads) {
   KVTIER_RETURN_IF_ERROR(ValidatePagedKvCache(cache));
   if (engine_blocks.size() != payloads.size()) {
-    return absl::InvalidArgumentError(
-        fmt::format("KV copy: {} engine blocks but {} payloads", engine_blocks.size(),
-                    payloads.size()));
+    return absl::InvalidArgumentError(fmt::format("KV copy: {} engine blocks but {} payloads",
+                                                  engine_blocks.size(), payloads.size()));
   }
   for (size_t i = 0; i < engine_blocks.size(); ++i) {
     if (engine_blocks[i] < 0) {

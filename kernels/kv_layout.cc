@@ -154,8 +154,8 @@ PagedKvCache SglangMhaLayout(std::span<void* const> k_bases, std::span<void* con
   // pointer, which ValidatePagedKvCache reports by layer.
   const size_t n = std::max(k_bases.size(), v_bases.size());
   for (size_t l = 0; l < n; ++l) {
-    c.layers.push_back({l < k_bases.size() ? k_bases[l] : nullptr,
-                        l < v_bases.size() ? v_bases[l] : nullptr});
+    c.layers.push_back(
+        {l < k_bases.size() ? k_bases[l] : nullptr, l < v_bases.size() ? v_bases[l] : nullptr});
   }
   return c;
 }
