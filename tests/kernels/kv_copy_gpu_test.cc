@@ -130,7 +130,8 @@ void RunGatherScatter(KvCopier& copier, const Case& c, const gpu::Stream& stream
 
   std::vector<unsigned char> want(area.bytes, 0xcd);
   std::vector<void*> want_payloads;
-  for (void* p : area.payloads) want_payloads.push_back(want.data() + (static_cast<char*>(p) - area.base));
+  for (void* p : area.payloads)
+    want_payloads.push_back(want.data() + (static_cast<char*>(p) - area.base));
   const PagedKvCache src_ref = kv_test::MakeCache(c.layout, s, src_host.data());
   KVTIER_ASSERT_OK(
       CopyKvReference(src_ref, KvCopyDirection::kCacheToPayload, c.blocks, want_payloads));
@@ -226,9 +227,10 @@ TEST(KvCopyGpu, OddRowSizesAndMisalignedPayloadsFallBackToNarrowerUnits) {
     }
   }
   s.head_dim = 64, s.elem_bytes = 1;  // fp8, 16-byte rows: full width again
-  RunGatherScatter(*f.copier, {Layout::kFlashInferNhd, s, PayloadMemory::kDevice,
-                               KvCopyPath::kKernel, {3, 4, 5, 9}, 4},
-                   f.stream);
+  RunGatherScatter(
+      *f.copier,
+      {Layout::kFlashInferNhd, s, PayloadMemory::kDevice, KvCopyPath::kKernel, {3, 4, 5, 9}, 4},
+      f.stream);
 }
 
 // A host copy of `cache_bytes` of pattern `seed`, gathered by the reference for `blocks`.
@@ -239,7 +241,8 @@ std::vector<unsigned char> ReferenceGather(Layout layout, const kv_test::Shape& 
   const PagedKvCache ref = kv_test::MakeCache(layout, s, cache.data());
   std::vector<unsigned char> out(blocks.size() * ref.payload_bytes());
   std::vector<void*> payloads;
-  for (size_t i = 0; i < blocks.size(); ++i) payloads.push_back(out.data() + i * ref.payload_bytes());
+  for (size_t i = 0; i < blocks.size(); ++i)
+    payloads.push_back(out.data() + i * ref.payload_bytes());
   EXPECT_TRUE(CopyKvReference(ref, KvCopyDirection::kCacheToPayload, blocks, payloads).ok());
   return out;
 }
@@ -283,15 +286,18 @@ TEST(KvCopyGpu, FiftyRoundsOnOneStreamEachSeeTheirOwnRoundsData) {
     KVTIER_ASSERT_OK(gpu::MemsetAsync(dst_dev.p, 0, s.cache_bytes(), f.stream.handle()));
     KVTIER_ASSERT_OK(f.copier->Copy(dst, KvCopyDirection::kPayloadToCache, blocks, area.payloads,
                                     KvCopyPath::kKernel, f.stream.handle()));
-    KVTIER_ASSERT_OK(gpu::CopyAsync(cache_got.data(), dst_dev.p, s.cache_bytes(), f.stream.handle()));
+    KVTIER_ASSERT_OK(
+        gpu::CopyAsync(cache_got.data(), dst_dev.p, s.cache_bytes(), f.stream.handle()));
     KVTIER_ASSERT_OK(done->Record(f.stream.handle()));
     KVTIER_ASSERT_OK(done->Synchronize());
     std::vector<unsigned char> cache_want(s.cache_bytes(), 0);
     const PagedKvCache ref = kv_test::MakeCache(Layout::kVllm, s, cache_want.data());
     std::vector<void*> host_slots;
-    for (size_t i = 0; i < blocks.size(); ++i) host_slots.push_back(host_payloads + i * src.payload_bytes());
+    for (size_t i = 0; i < blocks.size(); ++i)
+      host_slots.push_back(host_payloads + i * src.payload_bytes());
     KVTIER_ASSERT_OK(CopyKvReference(ref, KvCopyDirection::kPayloadToCache, blocks, host_slots));
-    const uint64_t cdiff = kv_test::FirstDifference(cache_want.data(), cache_got.data(), s.cache_bytes());
+    const uint64_t cdiff =
+        kv_test::FirstDifference(cache_want.data(), cache_got.data(), s.cache_bytes());
     ASSERT_EQ(cdiff, s.cache_bytes())
         << "scatter differs at " << kv_test::DescribeCacheOffset(ref, s, cache_want.data(), cdiff);
   }

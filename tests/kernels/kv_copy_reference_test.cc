@@ -109,7 +109,8 @@ TEST_P(KvCopyReferenceLayouts, PayloadIsLayerThenKvThenTokenThenHeadThenDim) {
   EXPECT_EQ(payload[330 / 2], code(1, 0, 6, 2, 0, 5));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllLayouts, KvCopyReferenceLayouts, testing::ValuesIn(kv_test::kAllLayouts),
+INSTANTIATE_TEST_SUITE_P(AllLayouts, KvCopyReferenceLayouts,
+                         testing::ValuesIn(kv_test::kAllLayouts),
                          [](const testing::TestParamInfo<Layout>& p) {
                            return std::string(kv_test::LayoutName(p.param));
                          });

@@ -66,11 +66,9 @@ inline PagedKvCache MakeCache(Layout layout, const Shape& s, void* base) {
       return VllmLayout(layer_bases, s.num_blocks, s.block_tokens, s.kv_heads, s.head_dim,
                         s.elem_bytes);
     case Layout::kFlashInferNhd:
-      return FlashInferNhdLayout(layer_bases, s.block_tokens, s.kv_heads, s.head_dim,
-                                 s.elem_bytes);
+      return FlashInferNhdLayout(layer_bases, s.block_tokens, s.kv_heads, s.head_dim, s.elem_bytes);
     case Layout::kFlashInferHnd:
-      return FlashInferHndLayout(layer_bases, s.block_tokens, s.kv_heads, s.head_dim,
-                                 s.elem_bytes);
+      return FlashInferHndLayout(layer_bases, s.block_tokens, s.kv_heads, s.head_dim, s.elem_bytes);
     case Layout::kSglang:
       return SglangMhaLayout(layer_bases, v_bases, s.block_tokens, s.kv_heads, s.head_dim,
                              s.elem_bytes);
@@ -97,16 +95,18 @@ inline std::string DescribeCacheOffset(const PagedKvCache& cache, const Shape& s
   const char* target = static_cast<const char*>(base) + offset;
   for (uint32_t l = 0; l < cache.num_layers(); ++l) {
     for (uint32_t kv = 0; kv < 2; ++kv) {
-      const char* piece0 = static_cast<const char*>(kv == 0 ? cache.layers[l].k : cache.layers[l].v);
+      const char* piece0 =
+          static_cast<const char*>(kv == 0 ? cache.layers[l].k : cache.layers[l].v);
       for (uint32_t b = 0; b < s.num_blocks; ++b) {
         for (uint32_t t = 0; t < cache.block_tokens; ++t) {
           for (uint32_t h = 0; h < cache.kv_heads; ++h) {
             const char* row = piece0 + int64_t{b} * cache.block_stride +
                               int64_t{t} * cache.token_stride + int64_t{h} * cache.head_stride;
             if (target >= row && target < row + cache.row_bytes()) {
-              return fmt::format("cache offset {}: layer {} {} engine block {} token {} head {} "
-                                 "byte {} of the row",
-                                 offset, l, kv == 0 ? "K" : "V", b, t, h, target - row);
+              return fmt::format(
+                  "cache offset {}: layer {} {} engine block {} token {} head {} "
+                  "byte {} of the row",
+                  offset, l, kv == 0 ? "K" : "V", b, t, h, target - row);
             }
           }
         }
