@@ -3,8 +3,9 @@
 //
 //   ceilings   one large copy host->device (H2D) and device->host (D2H) of pinned host memory, and
 //              both at once on two streams (total GB/s).
-//   DMA        T1->T0 and T0->T1: batches of contiguous payloads (256 KiB, 512 KiB, 2 MiB) through
-//              gpu::CopyBatchAsync, one copy per payload, and both directions at once.
+//   DMA        T1->T0 and T0->T1: batches of contiguous payloads (32 KiB, 256 KiB, 512 KiB, 2 MiB)
+//              through gpu::CopyBatchAsync ("dma"; cudaMemcpyBatchAsync on CUDA 12.8+) and through
+//              one copy call per payload ("dma each"), and both directions at once.
 //   paged      T1 <-> an engine's paged KV cache in device memory (vLLM layout, Llama-3-8B shape:
 //              32 layers, 8 KV heads, head_dim 128, bf16) with blocks of 8, 16 and 32 tokens
 //              (16, 32, 64 KiB pieces), through KvCopier's DMA and kernel paths, both directions.
@@ -181,9 +182,8 @@ struct Bench {
   Ceilings ceil;
   std::vector<Row> rows;
 
-  void Add(std::string transfer, std::string size, std::string path, double gbps,
-           double ceiling) {
-    std::printf("%-28s %-26s %-7s %7.1f GB/s  %5.1f%% of %.1f\n", transfer.c_str(), size.c_str(),
+  void Add(std::string transfer, std::string size, std::string path, double gbps, double ceiling) {
+    std::printf("%-28s %-26s %-8s %7.1f GB/s  %5.1f%% of %.1f\n", transfer.c_str(), size.c_str(),
                 path.c_str(), gbps, 100 * gbps / ceiling, ceiling);
     std::fflush(stdout);
     rows.push_back({std::move(transfer), std::move(size), std::move(path), gbps, ceiling});
@@ -210,8 +210,16 @@ absl::Status MeasureCeilings(Bench& b) {
   return absl::OkStatus();
 }
 
+// The baseline CopyBatchAsync is measured against: one cudaMemcpyAsync call per op.
+absl::Status CopyEach(const std::vector<gpu::CopyOp>& ops, gpu::StreamHandle s) {
+  for (const gpu::CopyOp& op : ops)
+    KVTIER_RETURN_IF_ERROR(gpu::CopyAsync(op.dst, op.src, op.bytes, s));
+  return absl::OkStatus();
+}
+
 // Batches of `payload`-byte copies: payload i of T1 buffer 0 to device slot i, and device buffer
-// 1 to T1 buffer 1 (as T1->T0 and T0->T1 move whole payloads).
+// 1 to T1 buffer 1 (as T1->T0 and T0->T1 move whole payloads); through gpu::CopyBatchAsync
+// ("dma") and, one way at a time, through one copy call per payload ("dma each").
 absl::Status MeasureDmaBatches(Bench& b, size_t payload) {
   std::vector<gpu::CopyOp> up, down;
   for (size_t off = 0; off + payload <= b.batch; off += payload) {
@@ -221,14 +229,20 @@ absl::Status MeasureDmaBatches(Bench& b, size_t payload) {
   const double bytes = static_cast<double>(up.size() * payload);
   auto h2d = [&](gpu::StreamHandle s) { return gpu::CopyBatchAsync(up, s); };
   auto d2h = [&](gpu::StreamHandle s) { return gpu::CopyBatchAsync(down, s); };
+  auto h2d_each = [&](gpu::StreamHandle s) { return CopyEach(up, s); };
+  auto d2h_each = [&](gpu::StreamHandle s) { return CopyEach(down, s); };
   const std::string size =
       std::to_string(payload / kKiB) + " KiB payloads x " + std::to_string(up.size());
-  KVTIER_ASSIGN_OR_RETURN(const double in, b.timer.BestGbps(bytes, h2d));
-  b.Add("T1->T0 contiguous", size, "dma", in, b.ceil.h2d);
-  KVTIER_ASSIGN_OR_RETURN(const double out, b.timer.BestGbps(bytes, d2h));
-  b.Add("T0->T1 contiguous", size, "dma", out, b.ceil.d2h);
-  KVTIER_ASSIGN_OR_RETURN(const double both, b.timer.BestGbps(2 * bytes, h2d, d2h));
-  b.Add("T1<->T0 both at once", size, "dma", both, b.ceil.both);
+  KVTIER_ASSIGN_OR_RETURN(double gbps, b.timer.BestGbps(bytes, h2d_each));
+  b.Add("T1->T0 contiguous", size, "dma each", gbps, b.ceil.h2d);
+  KVTIER_ASSIGN_OR_RETURN(gbps, b.timer.BestGbps(bytes, h2d));
+  b.Add("T1->T0 contiguous", size, "dma", gbps, b.ceil.h2d);
+  KVTIER_ASSIGN_OR_RETURN(gbps, b.timer.BestGbps(bytes, d2h_each));
+  b.Add("T0->T1 contiguous", size, "dma each", gbps, b.ceil.d2h);
+  KVTIER_ASSIGN_OR_RETURN(gbps, b.timer.BestGbps(bytes, d2h));
+  b.Add("T0->T1 contiguous", size, "dma", gbps, b.ceil.d2h);
+  KVTIER_ASSIGN_OR_RETURN(gbps, b.timer.BestGbps(2 * bytes, h2d, d2h));
+  b.Add("T1<->T0 both at once", size, "dma", gbps, b.ceil.both);
   return absl::OkStatus();
 }
 
@@ -254,7 +268,8 @@ absl::Status MeasurePaged(Bench& b, KvCopier& copier, uint32_t block_tokens) {
   const std::string size = std::to_string(cache.piece_bytes() / kKiB) + " KiB pieces, " +
                            std::to_string(blocks) + " blocks";
   for (KvCopyPath path : {KvCopyPath::kDma, KvCopyPath::kKernel}) {
-    for (KvCopyDirection dir : {KvCopyDirection::kPayloadToCache, KvCopyDirection::kCacheToPayload}) {
+    for (KvCopyDirection dir :
+         {KvCopyDirection::kPayloadToCache, KvCopyDirection::kCacheToPayload}) {
       auto work = [&](gpu::StreamHandle s) {
         return copier.Copy(cache, dir, ids, payloads, path, s);
       };
@@ -268,8 +283,9 @@ absl::Status MeasurePaged(Bench& b, KvCopier& copier, uint32_t block_tokens) {
 }
 
 void PrintTable(const Bench& b) {
-  std::printf("\n| transfer | size | path | GB/s | %% of ceiling | ceiling GB/s |\n"
-              "| --- | --- | --- | --- | --- | --- |\n");
+  std::printf(
+      "\n| transfer | size | path | GB/s | %% of ceiling | ceiling GB/s |\n"
+      "| --- | --- | --- | --- | --- | --- |\n");
   for (const Row& r : b.rows) {
     std::printf("| %s | %s | %s | %.1f | %.0f%% | %.1f |\n", r.transfer.c_str(), r.size.c_str(),
                 r.path.c_str(), r.gbps, 100 * r.gbps / r.ceiling, r.ceiling);
@@ -284,10 +300,11 @@ absl::Status Run(const Options& o) {
   b.big = static_cast<size_t>(o.gib * kGiB) / (4 << 20) * (4 << 20);
   b.batch = b.big / 2;
   if (b.batch < (8 << 20)) return absl::InvalidArgumentError("--gib is too small (>= 1/64)");
-  std::printf("GPU transfers on %s (%s backend, %d SMs); host memory mmap + HostRegister; best of "
-              "%d; %.2f GiB ceiling copies, %.2f GiB batches\n\n",
-              info.name.c_str(), gpu::BackendName(), info.multiprocessors, o.repeat, b.big / kGiB,
-              b.batch / kGiB);
+  std::printf(
+      "GPU transfers on %s (%s backend, %d SMs); host memory mmap + HostRegister; best of "
+      "%d; %.2f GiB ceiling copies, %.2f GiB batches\n\n",
+      info.name.c_str(), gpu::BackendName(), info.multiprocessors, o.repeat, b.big / kGiB,
+      b.batch / kGiB);
   for (int i = 0; i < 2; ++i) {
     KVTIER_ASSIGN_OR_RETURN(b.host[i], HostBuffer::Create(b.big));
     KVTIER_ASSIGN_OR_RETURN(b.dev[i], DeviceBuffer::Create(b.big));
@@ -295,7 +312,7 @@ absl::Status Run(const Options& o) {
   KVTIER_ASSIGN_OR_RETURN(b.timer, Timer::Create(o.repeat));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<KvCopier> copier, KvCopier::Create());
   KVTIER_RETURN_IF_ERROR(MeasureCeilings(b));
-  for (size_t payload : {256 * kKiB, 512 * kKiB, 2048 * kKiB}) {
+  for (size_t payload : {32 * kKiB, 256 * kKiB, 512 * kKiB, 2048 * kKiB}) {
     KVTIER_RETURN_IF_ERROR(MeasureDmaBatches(b, payload));
   }
   for (uint32_t block_tokens : {8u, 16u, 32u}) {
