@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "kernels/gpu_vendor.h"
 #include "kernels/launch_status.h"
@@ -231,7 +233,9 @@ absl::Status MemsetAsync(void* dst, int value, size_t bytes, StreamHandle stream
   return Check(cudaMemsetAsync(dst, value, bytes, NativeStream(stream)), "cudaMemsetAsync");
 }
 
-absl::Status CopyBatchAsync(std::span<const CopyOp> ops, StreamHandle stream) {
+namespace {
+
+absl::Status CopyEachAsync(std::span<const CopyOp> ops, StreamHandle stream) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const CopyOp& op = ops[i];
     const cudaError_t err =
@@ -243,6 +247,63 @@ absl::Status CopyBatchAsync(std::span<const CopyOp> ops, StreamHandle stream) {
     }
   }
   return absl::OkStatus();
+}
+
+#if defined(KVTIER_GPU_CUDA) && CUDART_VERSION >= 12080
+// CUDA 12.8+: up to kOpsPerBatchCall copies per call, which spares the per-copy submission cost
+// that dominates small copies. Measured on an H200 (tests/bench/gpu_transfer_bench.cc): 32 KiB
+// copies went from 11 GB/s (one call each) to 45 GB/s in one call of 16384, and to 54 GB/s in
+// calls of 256; calls of 64-512 were within noise of each other, larger ones slower (16 KiB
+// host->device copies: 5.6 GB/s in one call of 32768).
+constexpr size_t kOpsPerBatchCall = 256;
+
+absl::Status CopyBatchCall(std::span<const CopyOp> ops, size_t first, size_t total,
+                           StreamHandle stream) {
+  std::vector<void*> dsts(ops.size());
+  std::vector<const void*> srcs(ops.size());
+  std::vector<size_t> sizes(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    dsts[i] = ops[i].dst;
+    srcs[i] = ops[i].src;
+    sizes[i] = ops[i].bytes;
+  }
+  cudaMemcpyAttributes attrs = {};
+  attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t attrs_index = 0;
+#if CUDART_VERSION >= 13000
+  const cudaError_t err = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), ops.size(),
+                                               &attrs, &attrs_index, 1, NativeStream(stream));
+  const std::string which = fmt::format("ops {}..{}", first, first + ops.size() - 1);
+#else
+  size_t fail = ops.size();
+  const cudaError_t err =
+      cudaMemcpyBatchAsync(dsts.data(), const_cast<void**>(srcs.data()), sizes.data(), ops.size(),
+                           &attrs, &attrs_index, 1, &fail, NativeStream(stream));
+  const std::string which = fail < ops.size()
+                                ? fmt::format("op {}", first + fail)
+                                : fmt::format("ops {}..{}", first, first + ops.size() - 1);
+#endif
+  if (err == cudaSuccess) return absl::OkStatus();
+  return Check(err, fmt::format("cudaMemcpyBatchAsync ({} of {})", which, total).c_str());
+}
+
+absl::Status CopyBatchNative(std::span<const CopyOp> ops, StreamHandle stream) {
+  for (size_t i = 0; i < ops.size(); i += kOpsPerBatchCall) {
+    const size_t n = std::min(kOpsPerBatchCall, ops.size() - i);
+    KVTIER_RETURN_IF_ERROR(CopyBatchCall(ops.subspan(i, n), i, ops.size(), stream));
+  }
+  return absl::OkStatus();
+}
+#endif
+
+}  // namespace
+
+absl::Status CopyBatchAsync(std::span<const CopyOp> ops, StreamHandle stream) {
+#if defined(KVTIER_GPU_CUDA) && CUDART_VERSION >= 12080
+  // The batch call refuses the legacy default stream; one op gains nothing from it.
+  if (stream != nullptr && ops.size() > 1) return CopyBatchNative(ops, stream);
+#endif
+  return CopyEachAsync(ops, stream);
 }
 
 absl::Status DeviceSynchronize() { return Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }

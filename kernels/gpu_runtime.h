@@ -132,8 +132,11 @@ struct CopyOp {
   const void* src = nullptr;
   size_t bytes = 0;
 };
-// Enqueues every op on `stream` in order, as DMA (no SMs taken). Stops at the first refusal and
-// says which op.
+// Enqueues every op on `stream`, as DMA (no SMs taken): the batch as a whole is ordered after
+// earlier work on `stream` and before later work, but ops within it may run in any order or at
+// once, so no op may write bytes another op of the batch reads or writes. CUDA 12.8+ submits the
+// batch through cudaMemcpyBatchAsync, 256 ops a call (not on the legacy default stream);
+// otherwise one cudaMemcpyAsync per op. Stops at the first refusal and says which op(s).
 absl::Status CopyBatchAsync(std::span<const CopyOp> ops, StreamHandle stream);
 
 absl::Status DeviceSynchronize();

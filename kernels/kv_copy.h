@@ -13,6 +13,9 @@
 //   kKernel  one launch for the whole batch, all layers; any layout kv_layout.h describes.
 // Both are copies: the bytes that land are exactly the CPU reference's (CopyKvReference).
 //
+// Within one batch the pieces may move in any order or at once: engine blocks must be distinct and
+// payloads must not overlap (a scatter of one engine block twice has no defined winner).
+//
 // Ordering: the work is enqueued on `stream` (the engine's, typically) and ordered after whatever
 // was enqueued there before; nothing blocks the host. The caller records an event after it to
 // learn when the data has landed, and keeps payloads and cache alive and untouched till then.
