@@ -180,7 +180,7 @@ int RunGet(const Options& o, double put_secs) {
     if (std::memcmp(got.data(), want.data(), cache.layer_bytes) != 0)
       Die(fmt::format("layer {} differs", l));
   }
-  const double bytes = double{cache.layout.payload_bytes()} * blocks;
+  const double bytes = static_cast<double>(cache.layout.payload_bytes()) * blocks;
   double h2d = 0, d2h = 0;
   Ceilings(size_t{1} << 30, &h2d, &d2h);
   std::printf("%u tokens, %u blocks of %.1f MiB, %.2f GiB; path %s; every byte checked\n\n",
