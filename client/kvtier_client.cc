@@ -225,6 +225,8 @@ std::byte* Client::MutableSlotData(uint32_t slot) {
   return impl_->t1 + uint64_t{slot} * impl_->welcome.t1_slot_bytes;
 }
 uint32_t Client::slot_bytes() const { return impl_->welcome.t1_slot_bytes; }
+std::byte* Client::t1_base() const { return impl_->t1; }
+uint64_t Client::t1_bytes() const { return impl_->welcome.t1_bytes; }
 uint64_t Client::session_id() const { return impl_->welcome.session_id; }
 
 }  // namespace kvtier::client

@@ -108,6 +108,9 @@ class Client {
   // The bytes of T1 slot `slot`, valid while this client lives (for zero-copy readers).
   const std::byte* SlotData(uint32_t slot) const;
   uint32_t slot_bytes() const;
+  // This process's mapping of the whole T1 segment (for registering it with a GPU runtime).
+  std::byte* t1_base() const;
+  uint64_t t1_bytes() const;
   uint64_t session_id() const;
 
   class Impl;

@@ -7,10 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "client/gpu_client.h"
 #include "client/kvtier_client.h"
 
 struct kvtier_client {
   std::unique_ptr<kvtier::client::Client> impl;
+};
+struct kvtier_gpu {
+  std::unique_ptr<kvtier::client::GpuClient> impl;
+};
+struct kvtier_gpu_transfer {
+  kvtier::client::GpuTransfer impl;
+  size_t keys;
 };
 
 namespace {
@@ -39,6 +47,23 @@ void CopyResults(const std::vector<kvtier::protocol::BlockResult>& in, kvtier_bl
   if (out != nullptr && !in.empty()) {
     std::memcpy(out, in.data(), in.size() * sizeof(kvtier_block_result));
   }
+}
+
+// The C description of an engine cache, as kernels/kv_layout.h's.
+absl::StatusOr<kvtier::PagedKvCache> CacheFrom(const kvtier_kv_cache* c) {
+  if (c == nullptr || c->k_bases == nullptr || c->v_bases == nullptr) {
+    return absl::InvalidArgumentError("cache, cache->k_bases and cache->v_bases must not be NULL");
+  }
+  kvtier::PagedKvCache out;
+  for (uint32_t l = 0; l < c->num_layers; ++l) out.layers.push_back({c->k_bases[l], c->v_bases[l]});
+  out.block_tokens = c->block_tokens;
+  out.kv_heads = c->kv_heads;
+  out.head_dim = c->head_dim;
+  out.elem_bytes = c->elem_bytes;
+  out.block_stride = c->block_stride;
+  out.token_stride = c->token_stride;
+  out.head_stride = c->head_stride;
+  return out;
 }
 
 }  // namespace
@@ -160,5 +185,77 @@ const void* kvtier_slot_data(const kvtier_client* client, uint32_t slot) {
 }
 
 uint32_t kvtier_slot_bytes(const kvtier_client* client) { return client->impl->slot_bytes(); }
+
+// ---- GPU transfers ----
+
+int kvtier_gpu_open(kvtier_client* client, int device, int path, kvtier_gpu** out) {
+  if (int e = Check(client, "client") + Check(out, "out"); e) return e;
+  kvtier::client::GpuClientOptions options;
+  options.device = device;
+  if (path == KVTIER_PATH_DMA) options.path = kvtier::KvCopyPath::kDma;
+  if (path == KVTIER_PATH_KERNEL) options.path = kvtier::KvCopyPath::kKernel;
+  if (path < KVTIER_PATH_AUTO || path > KVTIER_PATH_KERNEL) {
+    return Fail(absl::InvalidArgumentError("path must be KVTIER_PATH_AUTO, _DMA or _KERNEL"));
+  }
+  auto gpu = kvtier::client::GpuClient::Create(client->impl.get(), options);
+  if (!gpu.ok()) return Fail(gpu.status());
+  *out = new kvtier_gpu{std::move(*gpu)};
+  return 0;
+}
+
+void kvtier_gpu_close(kvtier_gpu* gpu) { delete gpu; }
+
+int kvtier_gpu_get(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvtier_kv_cache* cache,
+                   const int32_t* engine_blocks, void* stream, kvtier_gpu_transfer** out) {
+  if (int e = Check(gpu, "gpu") + Check(out, "out"); e) return e;
+  if (n > 0 && (keys == nullptr || engine_blocks == nullptr)) {
+    return Fail(absl::InvalidArgumentError("keys and engine_blocks must not be NULL"));
+  }
+  auto layout = CacheFrom(cache);
+  if (!layout.ok()) return Fail(layout.status());
+  auto t = gpu->impl->GetIntoCache(Keys(keys, n), *layout, {engine_blocks, n}, stream);
+  if (!t.ok()) return Fail(t.status());
+  *out = new kvtier_gpu_transfer{std::move(*t), n};
+  return 0;
+}
+
+int kvtier_gpu_put(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvtier_kv_cache* cache,
+                   const int32_t* engine_blocks, void* stream, const kvtier_key* parent,
+                   kvtier_gpu_transfer** out) {
+  if (int e = Check(gpu, "gpu") + Check(out, "out"); e) return e;
+  if (n > 0 && (keys == nullptr || engine_blocks == nullptr)) {
+    return Fail(absl::InvalidArgumentError("keys and engine_blocks must not be NULL"));
+  }
+  auto layout = CacheFrom(cache);
+  if (!layout.ok()) return Fail(layout.status());
+  std::optional<kvtier::BlockKey> p;
+  if (parent != nullptr) p = kvtier::BlockKey{parent->lo, parent->hi};
+  auto t = gpu->impl->PutFromCache(Keys(keys, n), *layout, {engine_blocks, n}, stream, p);
+  if (!t.ok()) return Fail(t.status());
+  *out = new kvtier_gpu_transfer{std::move(*t), n};
+  return 0;
+}
+
+size_t kvtier_gpu_transfer_blocks(const kvtier_gpu_transfer* transfer) {
+  return transfer->impl.copied_blocks();
+}
+
+void* kvtier_gpu_transfer_event(const kvtier_gpu_transfer* transfer) {
+  return transfer->impl.event();
+}
+
+int kvtier_gpu_transfer_wait(kvtier_gpu_transfer* transfer, uint32_t* codes) {
+  if (int e = Check(transfer, "transfer"); e) return e;
+  auto result = transfer->impl.Wait();
+  if (!result.ok()) return Fail(result.status());
+  if (codes != nullptr) {
+    for (size_t i = 0; i < result->size() && i < transfer->keys; ++i) {
+      codes[i] = static_cast<uint32_t>((*result)[i]);
+    }
+  }
+  return 0;
+}
+
+void kvtier_gpu_transfer_free(kvtier_gpu_transfer* transfer) { delete transfer; }
 
 }  // extern "C"

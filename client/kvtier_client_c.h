@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define KVTIER_C_ABI_VERSION 1
+#define KVTIER_C_ABI_VERSION 2 /* 2: GPU transfers (kvtier_gpu_*) */
 
 /* Per-block outcomes (docs/protocol.md "Block codes"). */
 enum {
@@ -106,6 +106,58 @@ int kvtier_get_stats(kvtier_client* client, kvtier_stats* out);
 /* The bytes of T1 slot `slot` (slot_bytes long), mapped in this process. */
 const void* kvtier_slot_data(const kvtier_client* client, uint32_t slot);
 uint32_t kvtier_slot_bytes(const kvtier_client* client);
+
+/* ---- GPU transfers (client/gpu_client.h) -------------------------------------------------
+ * Get blocks straight into an engine's paged KV cache and put them from it, on the engine's
+ * stream. Ordering: the copies run after the engine's earlier work on that stream and before its
+ * later work there; another stream waits on kvtier_gpu_transfer_event(). kvtier_gpu_transfer_wait
+ * blocks until the copies landed, then releases a get's leases or commits a put (only then do
+ * other clients see the blocks). In a CPU-only build kvtier_gpu_open fails with code 9 (failed
+ * precondition). */
+
+typedef struct kvtier_gpu kvtier_gpu;
+typedef struct kvtier_gpu_transfer kvtier_gpu_transfer;
+
+enum { KVTIER_PATH_AUTO = 0, KVTIER_PATH_DMA = 1, KVTIER_PATH_KERNEL = 2 };
+
+/* An engine's paged KV cache (kernels/kv_layout.h): per layer the device addresses of K and V of
+ * engine block 0, and byte strides shared by every layer. One (token, head) row of head_dim
+ * elements is contiguous; an engine block holds block_tokens tokens. */
+typedef struct {
+  uint32_t num_layers;
+  void* const* k_bases; /* num_layers pointers */
+  void* const* v_bases; /* num_layers pointers */
+  uint32_t block_tokens;
+  uint32_t kv_heads;
+  uint32_t head_dim;
+  uint32_t elem_bytes;
+  int64_t block_stride;
+  int64_t token_stride;
+  int64_t head_stride;
+} kvtier_kv_cache;
+
+/* GPU transfers on `device` for `client` (which must outlive it); registers T1 with the GPU.
+ * path: KVTIER_PATH_AUTO (DMA when pieces are contiguous, else the kernel), _DMA or _KERNEL. */
+int kvtier_gpu_open(kvtier_client* client, int device, int path, kvtier_gpu** out);
+void kvtier_gpu_close(kvtier_gpu* gpu);
+/* Leases keys[0, n) and enqueues copies of the leading run of hits into engine blocks
+ * engine_blocks[0, hits) on `stream` (a cudaStream_t / hipStream_t; NULL = default stream). */
+int kvtier_gpu_get(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvtier_kv_cache* cache,
+                   const int32_t* engine_blocks, void* stream, kvtier_gpu_transfer** out);
+/* Reserves slots for the keys not cached yet and enqueues copies of their engine blocks on
+ * `stream`; the wait commits. parent: the key before keys[0], or NULL. */
+int kvtier_gpu_put(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvtier_kv_cache* cache,
+                   const int32_t* engine_blocks, void* stream, const kvtier_key* parent,
+                   kvtier_gpu_transfer** out);
+/* Blocks whose copies were enqueued (a get: the leading run of hits). */
+size_t kvtier_gpu_transfer_blocks(const kvtier_gpu_transfer* transfer);
+/* The event recorded on the engine's stream after the copies (cudaEvent_t / hipEvent_t). */
+void* kvtier_gpu_transfer_event(const kvtier_gpu_transfer* transfer);
+/* Waits for the copies, then releases (get) or commits (put); codes[i] (room for the n keys
+ * given, may be NULL) gets each key's KVTIER_BLOCK_* outcome. */
+int kvtier_gpu_transfer_wait(kvtier_gpu_transfer* transfer, uint32_t* codes);
+/* Frees the transfer, waiting first if it was not waited. */
+void kvtier_gpu_transfer_free(kvtier_gpu_transfer* transfer);
 
 #ifdef __cplusplus
 }

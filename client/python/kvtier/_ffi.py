@@ -1,4 +1,4 @@
-"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 1).
+"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 2).
 
 The structs and prototypes below mirror that header field for field; change them together.
 The library is found and loaded lazily by load(), so importing the package never fails for want
@@ -15,7 +15,7 @@ from typing import List, Optional
 
 from ._types import LibraryNotFoundError
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 LIBRARY_NAME = "libkvtier.so"
 
 
@@ -66,6 +66,23 @@ class Stats(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS]
 
 
+class KvCache(ctypes.Structure):
+    """kvtier_kv_cache: an engine's paged KV cache (per-layer K/V device addresses, byte strides)."""
+
+    _fields_ = [
+        ("num_layers", ctypes.c_uint32),
+        ("k_bases", ctypes.POINTER(ctypes.c_void_p)),
+        ("v_bases", ctypes.POINTER(ctypes.c_void_p)),
+        ("block_tokens", ctypes.c_uint32),
+        ("kv_heads", ctypes.c_uint32),
+        ("head_dim", ctypes.c_uint32),
+        ("elem_bytes", ctypes.c_uint32),
+        ("block_stride", ctypes.c_int64),
+        ("token_stride", ctypes.c_int64),
+        ("head_stride", ctypes.c_int64),
+    ]
+
+
 _P = ctypes.POINTER
 _c = ctypes
 # name: (restype, argtypes), in the header's order.
@@ -88,6 +105,18 @@ _PROTOTYPES = {
     "kvtier_get_stats": (_c.c_int, [_c.c_void_p, _P(Stats)]),
     "kvtier_slot_data": (_c.c_void_p, [_c.c_void_p, _c.c_uint32]),
     "kvtier_slot_bytes": (_c.c_uint32, [_c.c_void_p]),
+    "kvtier_gpu_open": (_c.c_int, [_c.c_void_p, _c.c_int, _c.c_int, _P(_c.c_void_p)]),
+    "kvtier_gpu_close": (None, [_c.c_void_p]),
+    "kvtier_gpu_get": (_c.c_int, [
+        _c.c_void_p, _P(Key), _c.c_size_t, _P(KvCache), _P(_c.c_int32), _c.c_void_p,
+        _P(_c.c_void_p)]),
+    "kvtier_gpu_put": (_c.c_int, [
+        _c.c_void_p, _P(Key), _c.c_size_t, _P(KvCache), _P(_c.c_int32), _c.c_void_p, _P(Key),
+        _P(_c.c_void_p)]),
+    "kvtier_gpu_transfer_blocks": (_c.c_size_t, [_c.c_void_p]),
+    "kvtier_gpu_transfer_event": (_c.c_void_p, [_c.c_void_p]),
+    "kvtier_gpu_transfer_wait": (_c.c_int, [_c.c_void_p, _P(_c.c_uint32)]),
+    "kvtier_gpu_transfer_free": (None, [_c.c_void_p]),
 }
 
 

@@ -1,0 +1,234 @@
+#include "client/gpu_client.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "common/checksum.h"
+#include "common/log.h"
+
+namespace kvtier::client {
+namespace {
+
+using protocol::BlockCode;
+using protocol::BlockResult;
+
+constexpr uint64_t kRegisterChunk = uint64_t{1} << 30;  // as T1 does: long calls hold a driver lock
+constexpr size_t kMaxBatch = 1024;                      // the protocol's items per request
+
+BlockCode CodeOf(const BlockResult& r) { return static_cast<BlockCode>(r.code); }
+
+absl::Status CheckShapes(size_t keys, size_t blocks, const PagedKvCache& cache) {
+  if (keys != blocks) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} keys but {} engine blocks: one engine block per key", keys, blocks));
+  }
+  if (keys > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} keys in one GPU transfer; at most {}", keys, kMaxBatch));
+  }
+  return ValidatePagedKvCache(cache);
+}
+
+}  // namespace
+
+// ---- GpuClient ----
+
+GpuClient::GpuClient(Client* client, const GpuClientOptions& options)
+    : client_(client), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<GpuClient>> GpuClient::Create(Client* client,
+                                                             const GpuClientOptions& options) {
+  std::unique_ptr<GpuClient> g(new GpuClient(client, options));
+  KVTIER_RETURN_IF_ERROR(g->Init());
+  return g;
+}
+
+absl::Status GpuClient::Init() {
+  KVTIER_RETURN_IF_ERROR(gpu::SetDevice(options_.device));
+  KVTIER_ASSIGN_OR_RETURN(copier_, KvCopier::Create());
+  std::byte* base = client_->t1_base();
+  const uint64_t bytes = client_->t1_bytes();
+  for (uint64_t off = 0; off < bytes; off += kRegisterChunk) {
+    const absl::Status st = gpu::HostRegister(base + off, std::min(kRegisterChunk, bytes - off));
+    if (!st.ok()) {
+      return absl::Status(st.code(), fmt::format("registering T1 for the GPU at offset {}: {}", off,
+                                                 std::string(st.message())));
+    }
+    registered_.push_back(base + off);
+  }
+  KVTIER_ASSIGN_OR_RETURN(void* dev, gpu::DevicePointerOf(base));
+  t1_device_ = static_cast<std::byte*>(dev);
+  return absl::OkStatus();
+}
+
+GpuClient::~GpuClient() {
+  for (std::byte* p : registered_) (void)gpu::HostUnregister(p);
+}
+
+KvCopyPath GpuClient::PathFor(const PagedKvCache& cache) const {
+  if (options_.path) return *options_.path;
+  return cache.pieces_contiguous() ? KvCopyPath::kDma : KvCopyPath::kKernel;
+}
+
+std::vector<void*> GpuClient::PayloadPointers(absl::Span<const uint32_t> slots) const {
+  std::vector<void*> out;
+  out.reserve(slots.size());
+  for (uint32_t s : slots) out.push_back(t1_device_ + uint64_t{s} * client_->slot_bytes());
+  return out;
+}
+
+absl::Status GpuClient::Enqueue(const PagedKvCache& cache, KvCopyDirection direction,
+                                absl::Span<const int32_t> engine_blocks,
+                                absl::Span<const uint32_t> slots, gpu::StreamHandle stream) {
+  if (slots.empty()) return absl::OkStatus();
+  const std::vector<void*> payloads = PayloadPointers(slots);
+  return copier_->Copy(
+      cache, direction, std::span<const int32_t>(engine_blocks.data(), engine_blocks.size()),
+      std::span<void* const>(payloads.data(), payloads.size()), PathFor(cache), stream);
+}
+
+absl::StatusOr<GpuTransfer> GpuClient::GetIntoCache(absl::Span<const BlockKey> keys,
+                                                    const PagedKvCache& cache,
+                                                    absl::Span<const int32_t> engine_blocks,
+                                                    gpu::StreamHandle stream) {
+  KVTIER_RETURN_IF_ERROR(CheckShapes(keys.size(), engine_blocks.size(), cache));
+  KVTIER_ASSIGN_OR_RETURN(gpu::Event event, gpu::Event::Create());
+  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> got, client_->Get(keys));
+  GpuTransfer t(this, GpuTransfer::Kind::kGet, std::move(event));
+  t.codes_.assign(keys.size(), BlockCode::kMissing);
+  t.payload_bytes_ = static_cast<uint32_t>(cache.payload_bytes());
+  size_t hits = 0;
+  while (hits < got.size() && CodeOf(got[hits]) == BlockCode::kOk &&
+         got[hits].payload_bytes == cache.payload_bytes()) {
+    ++hits;
+  }
+  std::vector<BlockKey> unused;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i < hits) {
+      t.keys_.push_back(keys[i]);
+      t.slots_.push_back(got[i].slot);
+      t.copied_index_.push_back(i);
+    } else {
+      t.codes_[i] = CodeOf(got[i]) == BlockCode::kOk ? BlockCode::kMissing : CodeOf(got[i]);
+      if (CodeOf(got[i]) == BlockCode::kOk) unused.push_back(keys[i]);  // past the first miss
+    }
+  }
+  if (!unused.empty()) KVTIER_RETURN_IF_ERROR(client_->Release(unused).status());
+  absl::Status st = Enqueue(cache, KvCopyDirection::kPayloadToCache, engine_blocks.subspan(0, hits),
+                            t.slots_, stream);
+  if (st.ok()) st = t.event_.Record(stream);
+  if (!st.ok()) {
+    (void)client_->Release(t.keys_);
+    t.finished_ = true;
+    return st;
+  }
+  t.copied_ = hits;
+  return t;
+}
+
+absl::StatusOr<GpuTransfer> GpuClient::PutFromCache(absl::Span<const BlockKey> keys,
+                                                    const PagedKvCache& cache,
+                                                    absl::Span<const int32_t> engine_blocks,
+                                                    gpu::StreamHandle stream,
+                                                    const std::optional<BlockKey>& parent) {
+  KVTIER_RETURN_IF_ERROR(CheckShapes(keys.size(), engine_blocks.size(), cache));
+  KVTIER_ASSIGN_OR_RETURN(gpu::Event event, gpu::Event::Create());
+  std::vector<protocol::PutBeginItem> items(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    items[i].key = keys[i];
+    items[i].parent = i == 0 ? parent : std::optional<BlockKey>(keys[i - 1]);
+    items[i].payload_bytes = static_cast<uint32_t>(cache.payload_bytes());
+  }
+  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> begun, client_->PutBegin(items));
+  GpuTransfer t(this, GpuTransfer::Kind::kPut, std::move(event));
+  t.codes_.resize(keys.size());
+  t.payload_bytes_ = static_cast<uint32_t>(cache.payload_bytes());
+  std::vector<int32_t> blocks;
+  for (size_t i = 0; i < begun.size(); ++i) {
+    t.codes_[i] = CodeOf(begun[i]);
+    if (t.codes_[i] != BlockCode::kOk) continue;
+    t.keys_.push_back(keys[i]);
+    t.slots_.push_back(begun[i].slot);
+    t.copied_index_.push_back(i);
+    blocks.push_back(engine_blocks[i]);
+  }
+  absl::Status st = Enqueue(cache, KvCopyDirection::kCacheToPayload, blocks, t.slots_, stream);
+  if (st.ok()) st = t.event_.Record(stream);
+  if (!st.ok()) {
+    // Nothing is published. The reserved slots stay with this connection until it closes (the
+    // protocol has no abort of one open put yet).
+    t.finished_ = true;
+    return st;
+  }
+  t.copied_ = t.keys_.size();
+  return t;
+}
+
+// ---- GpuTransfer ----
+
+GpuTransfer::GpuTransfer(GpuClient* owner, Kind kind, gpu::Event event)
+    : owner_(owner), kind_(kind), event_(std::move(event)) {}
+
+GpuTransfer::GpuTransfer(GpuTransfer&& o) noexcept
+    : owner_(std::exchange(o.owner_, nullptr)),
+      kind_(o.kind_),
+      event_(std::move(o.event_)),
+      keys_(std::move(o.keys_)),
+      slots_(std::move(o.slots_)),
+      codes_(std::move(o.codes_)),
+      copied_index_(std::move(o.copied_index_)),
+      payload_bytes_(o.payload_bytes_),
+      copied_(o.copied_),
+      finished_(std::exchange(o.finished_, true)),
+      finish_status_(std::move(o.finish_status_)) {}
+
+GpuTransfer& GpuTransfer::operator=(GpuTransfer&& o) noexcept {
+  if (this != &o) {
+    this->~GpuTransfer();
+    new (this) GpuTransfer(std::move(o));
+  }
+  return *this;
+}
+
+GpuTransfer::~GpuTransfer() {
+  if (owner_ == nullptr || finished_) return;
+  const absl::Status st = Finish();
+  if (!st.ok()) KVTIER_LOG(kWarn, "client", "GPU transfer finished with: {}", st.ToString());
+}
+
+absl::StatusOr<std::vector<protocol::BlockCode>> GpuTransfer::Wait() {
+  if (!finished_) finish_status_ = Finish();
+  if (!finish_status_.ok()) return finish_status_;
+  return codes_;
+}
+
+absl::Status GpuTransfer::Finish() {
+  finished_ = true;
+  Client* client = owner_->client();
+  const absl::Status synced = event_.Synchronize();
+  if (kind_ == Kind::kGet) {
+    // Even when the GPU reported an error, the slots are no longer read: give the leases back.
+    const absl::Status released =
+        keys_.empty() ? absl::OkStatus() : client->Release(keys_).status();
+    KVTIER_RETURN_IF_ERROR(synced);
+    KVTIER_RETURN_IF_ERROR(released);
+    for (size_t i : copied_index_) codes_[i] = BlockCode::kOk;
+    return absl::OkStatus();
+  }
+  // Never publish a block whose copy may not have landed (its slot stays reserved until the
+  // connection closes).
+  KVTIER_RETURN_IF_ERROR(synced);
+  std::vector<protocol::PutCommitItem> commits(keys_.size());
+  for (size_t j = 0; j < keys_.size(); ++j) {
+    commits[j].key = keys_[j];
+    commits[j].checksum = PayloadChecksum(client->SlotData(slots_[j]), payload_bytes_);
+  }
+  if (commits.empty()) return absl::OkStatus();
+  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> done, client->PutCommit(commits));
+  for (size_t j = 0; j < done.size(); ++j) codes_[copied_index_[j]] = CodeOf(done[j]);
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier::client

@@ -1,0 +1,247 @@
+// The whole GPU loop through a live kvtierd: one process puts 8K tokens of Llama-3-8B-shaped KV
+// (32 layers, 8 KV heads, head_dim 128, bf16, 16-token blocks: 512 blocks of 2 MiB = 1 GiB) from
+// its own GPU memory (a vLLM-layout paged cache); another process gets them back into its own
+// paged cache and checks every byte. Each wall time is printed next to its bound, bytes / ceiling,
+// where the ceiling is one large pinned cudaMemcpyAsync measured by the same run.
+//
+//   kvtierd --t1.capacity_bytes 4GiB --t1.slot_bytes 2MiB --t2.enabled false ... &
+//   kvtier_gpu_loop_bench --socket kvtier-data/kvtierd.sock [--tokens 8192] [--path
+//   auto|dma|kernel]
+//
+// The processes are forked before either touches the GPU (a CUDA context does not survive fork).
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "client/gpu_client.h"
+#include "client/kvtier_client.h"
+#include "kernels/gpu_runtime.h"
+#include "kernels/pattern.h"
+
+namespace kvtier {
+namespace {
+
+constexpr uint32_t kLayers = 32, kHeads = 8, kHeadDim = 128, kElem = 2, kBlockTokens = 16;
+
+struct Options {
+  std::string socket;
+  uint32_t tokens = 8192;
+  std::string path = "auto";
+};
+
+struct Cache {
+  std::vector<void*> layers;  // [2, blocks, 16, 8, 128] bf16 each
+  size_t layer_bytes = 0;
+  PagedKvCache layout;
+};
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "gpu_loop_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) Die(fmt::format("{}: {}", what, s.ToString()));
+}
+
+Cache MakeCache(uint32_t blocks) {
+  Cache c;
+  c.layer_bytes = size_t{2} * blocks * kBlockTokens * kHeads * kHeadDim * kElem;
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    auto p = gpu::DeviceAlloc(c.layer_bytes);
+    Check(p.status(), "cudaMalloc of the engine cache");
+    c.layers.push_back(*p);
+  }
+  c.layout = VllmLayout(c.layers, blocks, kBlockTokens, kHeads, kHeadDim, kElem);
+  return c;
+}
+
+std::unique_ptr<client::Client> Connect(const Options& o, const char* name) {
+  client::ClientOptions co;
+  co.socket_path = o.socket;
+  co.client_name = name;
+  co.ns.model_id = "llama-3-8b-bench";
+  co.ns.block_tokens = kBlockTokens;
+  auto c = client::Client::Connect(co);
+  Check(c.status(), "connect");
+  return std::move(*c);
+}
+
+std::unique_ptr<client::GpuClient> Gpu(client::Client* c, const Options& o) {
+  client::GpuClientOptions go;
+  if (o.path == "dma") go.path = KvCopyPath::kDma;
+  if (o.path == "kernel") go.path = KvCopyPath::kKernel;
+  auto g = client::GpuClient::Create(c, go);
+  Check(g.status(), "GpuClient");
+  return std::move(*g);
+}
+
+std::vector<uint32_t> Tokens(const Options& o) {
+  std::vector<uint32_t> t(o.tokens);
+  std::iota(t.begin(), t.end(), 7u);
+  return t;
+}
+
+// Putter: fills its cache with a pattern per layer, puts every block, reports seconds.
+double RunPut(const Options& o) {
+  Check(gpu::SetDevice(0), "device");
+  const uint32_t blocks = o.tokens / kBlockTokens;
+  Cache cache = MakeCache(blocks);
+  auto stream = gpu::Stream::Create();
+  Check(stream.status(), "stream");
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    Check(FillPattern(cache.layers[l], cache.layer_bytes, 1000 + l, stream->handle()), "fill");
+  }
+  Check(stream->Synchronize(), "fill sync");
+  auto client = Connect(o, "loop-put");
+  auto gpu = Gpu(client.get(), o);
+  const std::vector<BlockKey> keys = client->KeysFor(Tokens(o));
+  std::vector<int32_t> ids(blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  const double t0 = Now();
+  auto t = gpu->PutFromCache(keys, cache.layout, ids, stream->handle());
+  Check(t.status(), "put");
+  auto codes = t->Wait();
+  const double secs = Now() - t0;
+  Check(codes.status(), "put wait");
+  for (size_t i = 0; i < codes->size(); ++i) {
+    if ((*codes)[i] != protocol::BlockCode::kOk &&
+        (*codes)[i] != protocol::BlockCode::kAlreadyPresent) {
+      Die(fmt::format("put: block {} got code {}", i, static_cast<int>((*codes)[i])));
+    }
+  }
+  return secs;
+}
+
+// One large pinned copy each way: the ceiling the loop is held against.
+void Ceilings(size_t bytes, double* h2d, double* d2h) {
+  auto host = gpu::PinnedAlloc(bytes);
+  auto dev = gpu::DeviceAlloc(bytes);
+  Check(host.status(), "pinned");
+  Check(dev.status(), "device");
+  auto s = gpu::Stream::Create();
+  Check(s.status(), "stream");
+  *h2d = *d2h = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    double t0 = Now();
+    Check(gpu::CopyAsync(*dev, *host, bytes, s->handle()), "h2d");
+    Check(s->Synchronize(), "h2d sync");
+    *h2d = std::max(*h2d, bytes / (Now() - t0) / 1e9);
+    t0 = Now();
+    Check(gpu::CopyAsync(*host, *dev, bytes, s->handle()), "d2h");
+    Check(s->Synchronize(), "d2h sync");
+    *d2h = std::max(*d2h, bytes / (Now() - t0) / 1e9);
+  }
+  (void)gpu::DeviceFree(*dev);
+  (void)gpu::PinnedFree(*host);
+}
+
+// Getter: gets every block into its own cache, checks every byte, prints the table.
+int RunGet(const Options& o, double put_secs) {
+  Check(gpu::SetDevice(0), "device");
+  const uint32_t blocks = o.tokens / kBlockTokens;
+  Cache cache = MakeCache(blocks);
+  auto stream = gpu::Stream::Create();
+  Check(stream.status(), "stream");
+  for (void* l : cache.layers)
+    Check(gpu::MemsetAsync(l, 0, cache.layer_bytes, stream->handle()), "zero");
+  Check(stream->Synchronize(), "zero sync");
+  auto client = Connect(o, "loop-get");
+  auto gpu = Gpu(client.get(), o);
+  const std::vector<BlockKey> keys = client->KeysFor(Tokens(o));
+  std::vector<int32_t> ids(blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  const double t0 = Now();
+  auto t = gpu->GetIntoCache(keys, cache.layout, ids, stream->handle());
+  Check(t.status(), "get");
+  Check(stream->Synchronize(), "get sync");
+  const double get_secs = Now() - t0;
+  auto codes = t->Wait();
+  Check(codes.status(), "get wait");
+  if (t->copied_blocks() != blocks)
+    Die(fmt::format("get copied {} of {} blocks", t->copied_blocks(), blocks));
+  std::vector<std::byte> got(cache.layer_bytes), want(cache.layer_bytes);
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    Check(gpu::CopyAsync(got.data(), cache.layers[l], cache.layer_bytes, stream->handle()),
+          "check copy");
+    Check(stream->Synchronize(), "check sync");
+    FillPatternReference(want.data(), cache.layer_bytes, 1000 + l);
+    if (std::memcmp(got.data(), want.data(), cache.layer_bytes) != 0)
+      Die(fmt::format("layer {} differs", l));
+  }
+  const double bytes = static_cast<double>(cache.layout.payload_bytes()) * blocks;
+  double h2d = 0, d2h = 0;
+  Ceilings(size_t{1} << 30, &h2d, &d2h);
+  std::printf("%u tokens, %u blocks of %.1f MiB, %.2f GiB; path %s; every byte checked\n\n",
+              o.tokens, blocks, cache.layout.payload_bytes() / 1048576.0, bytes / (1 << 30),
+              o.path.c_str());
+  std::printf(
+      "| step | wall ms | GB/s | ceiling GB/s (1 GiB pinned copy) | bound ms | wall / bound |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- |\n");
+  std::printf("| put (GPU -> T1, checksum, commit) | %.1f | %.1f | %.1f (D2H) | %.1f | %.2f |\n",
+              put_secs * 1e3, bytes / put_secs / 1e9, d2h, bytes / d2h / 1e6,
+              put_secs / (bytes / d2h / 1e9));
+  std::printf("| get (lease, T1 -> GPU, release) | %.1f | %.1f | %.1f (H2D) | %.1f | %.2f |\n",
+              get_secs * 1e3, bytes / get_secs / 1e9, h2d, bytes / h2d / 1e6,
+              get_secs / (bytes / h2d / 1e9));
+  return 0;
+}
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string f = argv[i];
+    if (f == "--socket")
+      o.socket = argv[i + 1];
+    else if (f == "--tokens")
+      o.tokens = static_cast<uint32_t>(std::stoul(argv[i + 1]));
+    else if (f == "--path")
+      o.path = argv[i + 1];
+    else
+      Die("usage: kvtier_gpu_loop_bench --socket PATH [--tokens N] [--path auto|dma|kernel]");
+  }
+  if (o.socket.empty() || o.tokens < kBlockTokens) Die("--socket is required; --tokens >= 16");
+  return o;
+}
+
+}  // namespace
+}  // namespace kvtier
+
+int main(int argc, char** argv) {
+  const kvtier::Options o = kvtier::Parse(argc, argv);
+  // No runtime call here: a CUDA context (even the driver's init) must not exist before fork.
+  if (std::string(kvtier::gpu::BackendName()) == "none") {
+    std::printf("gpu_loop_bench: needs a GPU build (this is the CPU-only variant); skipped\n");
+    return 0;
+  }
+  int fds[2];
+  if (::pipe(fds) != 0) kvtier::Die("pipe");
+  const pid_t putter = ::fork();
+  if (putter == 0) {
+    const double secs = kvtier::RunPut(o);
+    if (::write(fds[1], &secs, sizeof(secs)) != sizeof(secs)) _exit(1);
+    _exit(0);
+  }
+  double put_secs = 0;
+  int status = 0;
+  ::waitpid(putter, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+      ::read(fds[0], &put_secs, sizeof(put_secs)) != sizeof(put_secs)) {
+    kvtier::Die("the putting process failed");
+  }
+  const pid_t getter = ::fork();
+  if (getter == 0) _exit(kvtier::RunGet(o, put_secs));
+  ::waitpid(getter, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
