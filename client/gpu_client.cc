@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <future>
 #include <utility>
 
 #include "common/checksum.h"
@@ -154,7 +155,7 @@ absl::StatusOr<GpuTransfer> GpuClient::PutFromCache(absl::Span<const BlockKey> k
     t.copied_index_.push_back(i);
     blocks.push_back(engine_blocks[i]);
   }
-  absl::Status st = Enqueue(cache, KvCopyDirection::kCacheToPayload, blocks, t.slots_, stream);
+  absl::Status st = EnqueueChunks(cache, blocks, stream, &t);
   if (st.ok()) st = t.event_.Record(stream);
   if (!st.ok()) {
     // Nothing is published. The reserved slots stay with this connection until it closes (the
@@ -166,6 +167,45 @@ absl::StatusOr<GpuTransfer> GpuClient::PutFromCache(absl::Span<const BlockKey> k
   return t;
 }
 
+absl::Status GpuClient::EnqueueChunks(const PagedKvCache& cache, absl::Span<const int32_t> blocks,
+                                      gpu::StreamHandle stream, GpuTransfer* t) {
+  // One chunk per hashing thread, each copied and then marked by its own event.
+  const size_t n = blocks.size();
+  const size_t chunks = std::clamp<size_t>(options_.hash_threads, 1, std::max<size_t>(n, 1));
+  for (size_t c = 0; c < chunks && n > 0; ++c) {
+    GpuTransfer::Chunk chunk;
+    chunk.begin = n * c / chunks;
+    chunk.end = n * (c + 1) / chunks;
+    KVTIER_ASSIGN_OR_RETURN(chunk.event, gpu::Event::Create());
+    const size_t len = chunk.end - chunk.begin;
+    KVTIER_RETURN_IF_ERROR(
+        Enqueue(cache, KvCopyDirection::kCacheToPayload, blocks.subspan(chunk.begin, len),
+                absl::MakeConstSpan(t->slots_).subspan(chunk.begin, len), stream));
+    KVTIER_RETURN_IF_ERROR(chunk.event.Record(stream));
+    t->chunks_.push_back(std::move(chunk));
+  }
+  // Hashing starts now, each chunk as soon as its copies land. The threads see the chunk's event
+  // through its address in chunks_, whose elements stay put from here on (a moved vector keeps
+  // its buffer).
+  for (GpuTransfer::Chunk& chunk : t->chunks_) {
+    std::vector<const std::byte*> data;
+    for (size_t j = chunk.begin; j < chunk.end; ++j)
+      data.push_back(client_->SlotData(t->slots_[j]));
+    const gpu::Event* done = &chunk.event;
+    const uint32_t bytes = t->payload_bytes_;
+    chunk.checksums = std::async(
+        std::launch::async,
+        [done, bytes, data = std::move(data)]() -> absl::StatusOr<std::vector<uint64_t>> {
+          KVTIER_RETURN_IF_ERROR(done->Synchronize());
+          std::vector<uint64_t> sums;
+          sums.reserve(data.size());
+          for (const std::byte* d : data) sums.push_back(PayloadChecksum(d, bytes));
+          return sums;
+        });
+  }
+  return absl::OkStatus();
+}
+
 // ---- GpuTransfer ----
 
 GpuTransfer::GpuTransfer(GpuClient* owner, Kind kind, gpu::Event event)
@@ -175,6 +215,7 @@ GpuTransfer::GpuTransfer(GpuTransfer&& o) noexcept
     : owner_(std::exchange(o.owner_, nullptr)),
       kind_(o.kind_),
       event_(std::move(o.event_)),
+      chunks_(std::move(o.chunks_)),
       keys_(std::move(o.keys_)),
       slots_(std::move(o.slots_)),
       codes_(std::move(o.codes_)),
@@ -207,7 +248,7 @@ absl::StatusOr<std::vector<protocol::BlockCode>> GpuTransfer::Wait() {
 absl::Status GpuTransfer::Finish() {
   finished_ = true;
   Client* client = owner_->client();
-  const absl::Status synced = event_.Synchronize();
+  const absl::Status synced = kind_ == Kind::kGet ? event_.Synchronize() : absl::OkStatus();
   if (kind_ == Kind::kGet) {
     // Even when the GPU reported an error, the slots are no longer read: give the leases back.
     const absl::Status released =
@@ -217,18 +258,40 @@ absl::Status GpuTransfer::Finish() {
     for (size_t i : copied_index_) codes_[i] = BlockCode::kOk;
     return absl::OkStatus();
   }
-  // Never publish a block whose copy may not have landed (its slot stays reserved until the
-  // connection closes).
-  KVTIER_RETURN_IF_ERROR(synced);
-  std::vector<protocol::PutCommitItem> commits(keys_.size());
-  for (size_t j = 0; j < keys_.size(); ++j) {
-    commits[j].key = keys_[j];
-    commits[j].checksum = PayloadChecksum(client->SlotData(slots_[j]), payload_bytes_);
+  // FinishPut commits each chunk only after its own event; a failed copy publishes nothing of
+  // its chunk (the slots stay reserved until the connection closes).
+  const absl::Status put = FinishPut();
+  KVTIER_RETURN_IF_ERROR(put);
+  return synced;
+}
+
+absl::Status GpuTransfer::FinishPut() {
+  // Chunks commit in order while later chunks may still be hashing. A block is committed only
+  // after its chunk's event said its copy landed (the hashing thread waited for it).
+  Client* client = owner_->client();
+  absl::Status status;
+  for (Chunk& chunk : chunks_) {
+    absl::StatusOr<std::vector<uint64_t>> sums = chunk.checksums.get();
+    if (!status.ok()) continue;  // after a failure, only wait for the other threads
+    if (!sums.ok()) {
+      status = sums.status();
+      continue;
+    }
+    std::vector<protocol::PutCommitItem> items(sums->size());
+    for (size_t j = 0; j < items.size(); ++j) {
+      items[j].key = keys_[chunk.begin + j];
+      items[j].checksum = (*sums)[j];
+    }
+    auto done = client->PutCommit(items);
+    if (!done.ok()) {
+      status = done.status();
+      continue;
+    }
+    for (size_t j = 0; j < done->size(); ++j) {
+      codes_[copied_index_[chunk.begin + j]] = CodeOf((*done)[j]);
+    }
   }
-  if (commits.empty()) return absl::OkStatus();
-  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> done, client->PutCommit(commits));
-  for (size_t j = 0; j < done.size(); ++j) codes_[copied_index_[j]] = CodeOf(done[j]);
-  return absl::OkStatus();
+  return status;
 }
 
 }  // namespace kvtier::client

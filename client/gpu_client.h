@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -63,9 +64,19 @@ class GpuTransfer {
   GpuTransfer(GpuClient* owner, Kind kind, gpu::Event event);
   absl::Status Finish();
 
+  // A put's blocks [begin, end) of keys_, whose copies end with `event`; `checksums` is the
+  // thread that waits for the event and then hashes the chunk's payloads in T1.
+  struct Chunk {
+    size_t begin = 0, end = 0;
+    gpu::Event event;
+    std::future<absl::StatusOr<std::vector<uint64_t>>> checksums;
+  };
+  absl::Status FinishPut();
+
   GpuClient* owner_ = nullptr;
   Kind kind_ = Kind::kGet;
   gpu::Event event_;
+  std::vector<Chunk> chunks_;               // a put's, in copy order
   std::vector<BlockKey> keys_;              // copied blocks' keys (leased or being put)
   std::vector<uint32_t> slots_;             // their T1 slots
   std::vector<protocol::BlockCode> codes_;  // one per key given
@@ -78,6 +89,9 @@ class GpuTransfer {
 
 struct GpuClientOptions {
   int device = 0;  // the engine's GPU (its cache and streams live there)
+  // A put checksums its payloads in T1 once their copies land, on up to this many threads, a
+  // chunk of blocks per thread as each chunk's copies complete (so hashing overlaps the DMA).
+  int hash_threads = 8;
   // kDma for caches whose (block, layer, K|V) pieces are contiguous, else kKernel; set to force.
   std::optional<KvCopyPath> path;
 };
@@ -111,6 +125,9 @@ class GpuClient {
   absl::Status Init();
   KvCopyPath PathFor(const PagedKvCache& cache) const;
   std::vector<void*> PayloadPointers(absl::Span<const uint32_t> slots) const;
+  // A put's copies, cut into chunks that each end with an event (GpuTransfer::Chunk).
+  absl::Status EnqueueChunks(const PagedKvCache& cache, absl::Span<const int32_t> blocks,
+                             gpu::StreamHandle stream, GpuTransfer* t);
   absl::Status Enqueue(const PagedKvCache& cache, KvCopyDirection direction,
                        absl::Span<const int32_t> engine_blocks, absl::Span<const uint32_t> slots,
                        gpu::StreamHandle stream);

@@ -16,4 +16,7 @@ for bin in "$@"; do
     grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libnvidia[^/]*)\.so' |
     while read -r lib; do cp -fL "$lib" "$out/"; done
 done
+# Debug info is most of the size; the bundle is for running, so it goes.
+chmod u+w "$out"/*
+strip --strip-debug "$out"/* 2>/dev/null || true
 echo "gpu_bundle: $(ls "$out" | wc -l) files, $(du -sh "$out" | cut -f1) in $out"

@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
   const pid_t putter = ::fork();
   if (putter == 0) {
     const double secs = kvtier::RunPut(o);
+    std::fflush(stdout);
     if (::write(fds[1], &secs, sizeof(secs)) != sizeof(secs)) _exit(1);
     _exit(0);
   }
@@ -241,7 +242,11 @@ int main(int argc, char** argv) {
     kvtier::Die("the putting process failed");
   }
   const pid_t getter = ::fork();
-  if (getter == 0) _exit(kvtier::RunGet(o, put_secs));
+  if (getter == 0) {
+    const int rc = kvtier::RunGet(o, put_secs);
+    std::fflush(stdout);  // _exit skips stdio's buffers
+    _exit(rc);
+  }
   ::waitpid(getter, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

@@ -60,7 +60,9 @@ class GpuClientTest : public ::testing::TestWithParam<std::tuple<Layout, KvCopyP
                       "off", "--t2.enabled", "false"});
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = std::move(*d);
-    auto c = testing::ConnectTo(*daemon_, testing::ItNamespace(), "gpu-test");
+    Namespace ns = testing::ItNamespace();
+    ns.block_tokens = kBlockTokens;  // one kvtier block per engine block
+    auto c = testing::ConnectTo(*daemon_, ns, "gpu-test");
     ASSERT_TRUE(c.ok()) << c.status() << "\n" << daemon_->Log();
     client_ = std::move(*c);
     client::GpuClientOptions opts;
