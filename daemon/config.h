@@ -45,9 +45,10 @@ struct DaemonSettings {
   std::vector<uid_t> allowed_uids;
   std::vector<gid_t> allowed_gids;
   log::Level log_level = log::Level::kInfo;
-  std::string log_file;     // empty: stderr; else appended to, reopened on SIGHUP
-  std::string record_file;  // empty: off; else every lookup as a replay-format trace line
-  bool verify_puts = true;  // put_commit checks each payload against its checksum (service.h)
+  std::string log_file;         // empty: stderr; else appended to, reopened on SIGHUP
+  std::string record_file;      // empty: off; else every lookup as a replay-format trace line
+  bool verify_puts = true;      // put_commit checks each payload against its checksum (service.h)
+  uint32_t verify_threads = 4;  // threads hashing one large put_commit (service.h)
 };
 
 // [metrics]: the Prometheus endpoint.

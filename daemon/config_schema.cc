@@ -40,6 +40,10 @@ std::vector<ConfigKey> DaemonKeys() {
       Bool("daemon.verify_puts",
            "put_commit checks every payload against the client's checksum before publishing it",
            KVTIER_FIELD(daemon.verify_puts)),
+      Uint("daemon.verify_threads",
+           "Threads hashing the payloads of one large put_commit (>= 8 MiB) in parallel; 0: the "
+           "connection's own thread",
+           KVTIER_FIELD(daemon.verify_threads)),
       Bool("metrics.enabled", "Serve Prometheus metrics", KVTIER_FIELD(metrics.enabled)),
       Text("metrics.listen_address",
            "host:port of the metrics endpoint; not authenticated, so loopback by default",

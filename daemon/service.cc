@@ -1,6 +1,8 @@
 #include "daemon/service.h"
 
+#include <algorithm>
 #include <bit>
+#include <latch>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -57,7 +59,11 @@ size_t Session::puts_pending() const {
 
 Service::Service(TierManager& tiers, const KeyScope& scope, LookupRecorder* recorder,
                  DaemonMetrics* metrics, const ServiceOptions& options)
-    : tiers_(tiers), scope_(scope), recorder_(recorder), metrics_(metrics), options_(options) {}
+    : tiers_(tiers), scope_(scope), recorder_(recorder), metrics_(metrics), options_(options) {
+  if (options_.verify_puts && options_.verify_threads > 0) {
+    verify_pool_ = std::make_unique<VerifyPool>(options_.verify_threads);
+  }
+}
 
 Service::~Service() = default;
 
@@ -212,31 +218,71 @@ BlockStatus Service::BeginOne(Session& session, const PutBeginItem& item, SlotId
 
 std::vector<BlockStatus> Service::PutCommit(Session& session,
                                             absl::Span<const PutCommitItem> items) {
+  std::vector<Committing> puts;
+  TakeOpenPuts(session, items, puts);
+  if (options_.verify_puts) VerifyPayloads(items, puts);
   std::vector<BlockStatus> out(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
-    out[i] = CommitOne(session, items[i]);
+    out[i] = Publish(session, items[i], puts[i]);
     if (out[i] == BlockStatus::kOk) puts_committed_.fetch_add(1, std::memory_order_relaxed);
   }
   return out;
 }
 
-BlockStatus Service::CommitOne(Session& session, const PutCommitItem& item) {
-  const BlockKey key = scope_.Scope(session.root_, item.key);
-  Session::OpenPut put;
-  {
-    std::lock_guard lock(session.mu_);
-    auto it = session.pending_puts_.find(key);
-    if (session.closed_ || it == session.pending_puts_.end()) return BlockStatus::kInvalid;
-    put = it->second;
+void Service::TakeOpenPuts(Session& session, absl::Span<const PutCommitItem> items,
+                           std::vector<Committing>& out) {
+  out.resize(items.size());
+  for (size_t i = 0; i < items.size(); ++i) out[i].key = scope_.Scope(session.root_, items[i].key);
+  std::lock_guard lock(session.mu_);
+  if (session.closed_) return;
+  for (Committing& c : out) {
+    auto it = session.pending_puts_.find(c.key);
+    if (it == session.pending_puts_.end()) continue;  // not open, or named twice in this commit
+    c.put = it->second;
+    c.open = true;
     session.pending_puts_.erase(it);
   }
-  // The client wrote the slot through its own mapping; what is published must be what it meant.
-  if (options_.verify_puts && item.checksum != 0 &&
-      PayloadChecksum(tiers_.t1().SlotData(put.slot), put.payload_bytes) != item.checksum) {
-    tiers_.AbortPut(put.slot);
+}
+
+// The client wrote each slot through its own mapping; what is published must be what it meant.
+// A large commit (a GPU put's chunk: tens of MiB) is hashed on the pool, the items split into one
+// contiguous run per thread; a small one on this thread, where a hand-off would cost more.
+void Service::VerifyPayloads(absl::Span<const PutCommitItem> items, std::vector<Committing>& puts) {
+  auto verify = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      Committing& c = puts[i];
+      if (!c.open || items[i].checksum == 0) continue;
+      c.bad_sum = PayloadChecksum(tiers_.t1().SlotData(c.put.slot), c.put.payload_bytes) !=
+                  items[i].checksum;
+    }
+  };
+  uint64_t bytes = 0;
+  for (const Committing& c : puts) bytes += c.open ? c.put.payload_bytes : 0;
+  const size_t parts = verify_pool_ == nullptr || bytes < kParallelVerifyBytes
+                           ? 1
+                           : std::min<size_t>(options_.verify_threads, puts.size());
+  if (parts <= 1) {
+    verify(0, puts.size());
+    return;
+  }
+  std::latch done(static_cast<std::ptrdiff_t>(parts));
+  for (size_t p = 0; p < parts; ++p) {
+    verify_pool_->Post([&, p] {
+      verify(puts.size() * p / parts, puts.size() * (p + 1) / parts);
+      done.count_down();
+    });
+  }
+  done.wait();
+}
+
+BlockStatus Service::Publish(Session& session, const PutCommitItem& item, Committing& c) {
+  if (!c.open) return BlockStatus::kInvalid;
+  if (c.bad_sum) {
+    tiers_.AbortPut(c.put.slot);
     return BlockStatus::kBadChecksum;
   }
-  const kvtier::PutCommit commit{key, session.namespace_id(), put.payload_bytes, item.checksum,
+  const Session::OpenPut& put = c.put;
+  const kvtier::PutCommit commit{c.key, session.namespace_id(), put.payload_bytes, item.checksum,
                                  put.parent ? &*put.parent : nullptr};
   absl::StatusOr<CommitOutcome> outcome = tiers_.CommitPut(commit, put.slot);
   if (!outcome.ok()) {

@@ -23,6 +23,7 @@
 #include "absl/types/span.h"
 #include "daemon/key_scope.h"
 #include "index/namespace.h"
+#include "tiers/nvme_verify_pool.h"
 #include "tiers/tier_manager.h"
 
 namespace kvtier {
@@ -109,12 +110,18 @@ class Session {
   absl::flat_hash_map<BlockKey, OpenPut> pending_puts_;  // daemon key -> its put; by mu_
 };
 
+// A put_commit carrying at least this many payload bytes is verified on the pool.
+inline constexpr uint64_t kParallelVerifyBytes = uint64_t{8} << 20;
+
 struct ServiceOptions {
   // put_commit hashes each slot and refuses one that does not match the client's checksum
   // (kBadChecksum), so a torn or wrong copy is never published. Off, a put costs one pass over its
   // bytes less; a wrong payload is then caught only when the block is demoted (re-hashed against
   // the committed checksum and dropped) or read back from T2.
   bool verify_puts = true;
+  // Threads that hash the payloads of one large put_commit in parallel (a commit of at least
+  // kParallelVerifyBytes); 0: every commit is hashed on its connection's own thread.
+  uint32_t verify_threads = 4;
 };
 
 class Service {
@@ -170,13 +177,25 @@ class Service {
   // Records the outcome of one block of a Get for `session` (a lease, unless the session closed).
   GetResult SettleGet(Session& session, const BlockKey& key, absl::StatusOr<LeasedBlock> got);
   BlockStatus BeginOne(Session& session, const PutBeginItem& item, SlotId* slot_out);
-  BlockStatus CommitOne(Session& session, const PutCommitItem& item);
+  // put_commit in three steps: take each item's open put from the session; hash the payloads
+  // (on verify_pool_ when the commit is large); publish or refuse each.
+  struct Committing {
+    BlockKey key;
+    Session::OpenPut put;
+    bool open = false;     // the session had this put open
+    bool bad_sum = false;  // verify_puts found the payload differs from the checksum
+  };
+  void TakeOpenPuts(Session& session, absl::Span<const PutCommitItem> items,
+                    std::vector<Committing>& out);
+  void VerifyPayloads(absl::Span<const PutCommitItem> items, std::vector<Committing>& puts);
+  BlockStatus Publish(Session& session, const PutCommitItem& item, Committing& c);
 
   TierManager& tiers_;
   const KeyScope& scope_;
   LookupRecorder* const recorder_;
   DaemonMetrics* const metrics_;
   const ServiceOptions options_;
+  std::unique_ptr<VerifyPool> verify_pool_;  // null when verify_threads is 0
   std::atomic<uint64_t> next_session_id_{1};
   std::atomic<size_t> sessions_{0};
   std::atomic<uint64_t> leases_{0};

@@ -24,6 +24,7 @@ log_level = "debug"
 log_file = "/var/log/kvtierd.log"
 record_file = "lookups.jsonl"
 verify_puts = false
+verify_threads = 2
 [metrics]
 enabled = false
 listen_address = "[::1]:9100"
