@@ -8,6 +8,8 @@
 
 #include <fstream>
 #include <future>
+#include <numeric>
+#include <set>
 
 #include "daemon/lookup_recorder.h"
 #include "tests/tiers/tier_manager_test_util.h"
@@ -184,6 +186,39 @@ TEST_F(ServiceTest, WithoutPutVerificationTheChecksumIsNotCheckedAtCommit) {
   ASSERT_EQ(begun[0].status, BlockStatus::kOk);
   EXPECT_EQ(service_->PutCommit(*a, std::vector<PutCommitItem>{{K(5), 12345}})[0],
             BlockStatus::kOk);  // a later demotion would re-hash it against 12345 and drop it
+}
+
+// A commit of >= kParallelVerifyBytes is hashed on the pool: every good block still goes in, and
+// a wrong one anywhere in the batch (first, middle, last) is still refused.
+TEST_F(ServiceTest, ALargeCommitVerifiedInParallelRefusesEveryWrongBlockAndOnlyThose) {
+  auto m = TierManager::Create(ManagerOptions(256, "", 0));
+  ASSERT_TRUE(m.ok()) << m.status();
+  service_.reset();
+  tiers_ = std::move(*m);
+  service_ = std::make_unique<Service>(*tiers_, *scope_, nullptr, nullptr,
+                                       ServiceOptions{.verify_puts = true, .verify_threads = 3});
+  auto a = Open(Ns("m"));
+  const uint32_t bytes = kTestSlot;
+  const uint64_t n = kParallelVerifyBytes / bytes + 7;  // over the threshold
+  ASSERT_LE(n, 256u);
+  std::vector<uint64_t> ids(n);
+  std::iota(ids.begin(), ids.end(), 1000);
+  std::vector<PutBeginResult> begun = Begin(*a, ids, bytes);
+  std::vector<PutCommitItem> items;
+  const std::set<uint64_t> wrong = {0, n / 2, n - 1};
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(begun[i].status, BlockStatus::kOk);
+    auto* data = reinterpret_cast<uint8_t*>(tiers_->t1().SlotData(begun[i].slot));
+    testing::FillPayload(ids[i], data, bytes);
+    items.push_back(PutCommitItem{K(ids[i]), XXH3_64bits(data, bytes)});
+    if (wrong.count(i)) data[bytes - 1] ^= 0x80;
+  }
+  const std::vector<BlockStatus> out = service_->PutCommit(*a, items);
+  for (uint64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(out[i], wrong.count(i) ? BlockStatus::kBadChecksum : BlockStatus::kOk)
+        << "block " << i;
+  }
+  EXPECT_EQ(tiers_->t1().Stats().used_slots, n - wrong.size());
 }
 
 TEST(KeyScopeTest, TheSecretPersistsAndScopesDifferByNamespaceAndSecret) {
