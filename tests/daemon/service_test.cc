@@ -198,7 +198,7 @@ TEST_F(ServiceTest, ALargeCommitVerifiedInParallelRefusesEveryWrongBlockAndOnlyT
   service_ = std::make_unique<Service>(*tiers_, *scope_, nullptr, nullptr,
                                        ServiceOptions{.verify_puts = true, .verify_threads = 3});
   auto a = Open(Ns("m"));
-  const uint32_t bytes = kTestSlot;
+  const uint32_t bytes = testing::kTestSlot;
   const uint64_t n = kParallelVerifyBytes / bytes + 7;  // over the threshold
   ASSERT_LE(n, 256u);
   std::vector<uint64_t> ids(n);
