@@ -273,7 +273,8 @@ void TierManagerState::Quiesce() {
   cv_.wait(lock, [&] {
     return stop_.load() ||
            (evictor_idle_ && !work_pending_ && demotions_.empty() && promotions_.empty() &&
-            t0_demotions_.empty() && t0_promotions_.empty() && deferred_t2_frees_.empty());
+            t0_demotions_.empty() && t0_promotions_.empty() && t0_chains_ == 0 &&
+            deferred_t2_frees_.empty());
   });
 }
 
@@ -282,7 +283,7 @@ void TierManagerState::Drain() {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
       return demotions_.empty() && promotions_.empty() && t0_demotions_.empty() &&
-             t0_promotions_.empty();
+             t0_promotions_.empty() && t0_chains_ == 0;
     });
   }
   FreeDeferredT2Slots();

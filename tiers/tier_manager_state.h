@@ -141,6 +141,8 @@ class TierManagerState {
 
   // T0 (tier_manager_t0.cc): promotion T1 -> T0, eviction, demotion T0 -> T1.
   void LoadIntoT0(const BlockInfo& info, GetDone done);  // `info` is leased by the Get
+  // The T0 step of a T2 -> T1 -> T0 Get, once the block is in T1 (or the T1 step failed).
+  void ContinueIntoT0(const BlockKey& key, absl::StatusOr<LeasedBlock> in_t1, GetDone done);
   void StartT0Promotion(const BlockInfo& info, GetDone done);
   void OnPromotedToT0(const BlockKey& key, SlotId t0_slot, absl::Status status);
   // A free T0 slot, making room at once if a block can leave T0 without a copy.
@@ -191,6 +193,7 @@ class TierManagerState {
   absl::flat_hash_map<BlockKey, Promotion> promotions_;  // T2 -> T1 reads in flight or waiting
   absl::flat_hash_map<BlockKey, T0Promotion> t0_promotions_;  // T1 -> T0 copies in flight
   absl::flat_hash_map<BlockKey, T0Demotion> t0_demotions_;    // T0 -> T1 copies in flight
+  uint64_t t0_chains_ = 0;                 // T0 Gets in their T2 -> T1 step (LoadIntoT0)
   std::deque<BlockKey> waiting_for_t1_;    // promotions waiting for a free T1 slot, oldest first
   std::vector<SlotId> deferred_t2_frees_;  // freed by the evictor (a RocksDB delete each)
   bool work_pending_ = false;

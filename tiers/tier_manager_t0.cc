@@ -33,34 +33,56 @@ void TierManagerState::LoadIntoT0(const BlockInfo& info, GetDone done) {
     StartT0Promotion(info, std::move(done));
     return;
   }
-  // Only in T2 (or in no tier): into T1 first under this Get's lease, then on into T0.
+  // Only in T2 (or in no tier): into T1 first under this Get's lease, then on into T0. Counted in
+  // t0_chains_ until the T0 step is under way, so Quiesce and Drain never see a gap between the
+  // two transfers.
+  {
+    std::lock_guard lock(mu_);
+    ++t0_chains_;
+  }
   LoadIntoT1(info, [this, key = info.key,
                     done = std::move(done)](absl::StatusOr<LeasedBlock> in_t1) mutable {
-    if (!in_t1.ok()) {
-      done(in_t1.status());  // the T1 path gave the lease back
-      return;
-    }
-    std::optional<BlockInfo> now = index_.Find(key);  // present: the lease holds it
-    if (!now) {
-      done(absl::InternalError(fmt::format("block {} left the index while leased", key.ToHex())));
-      return;
-    }
-    if (now->InTier(Tier::kT0)) {  // another Get brought it to T0 meanwhile
-      counters_.gets_t0.fetch_add(1, std::memory_order_relaxed);
-      done(LeasedBlock{now->slots[kT0], now->payload_bytes, Tier::kT0});
-      return;
-    }
-    StartT0Promotion(*now, std::move(done));
+    ContinueIntoT0(key, std::move(in_t1), std::move(done));
+    std::lock_guard lock(mu_);
+    --t0_chains_;
+    cv_.notify_all();
   });
 }
 
+void TierManagerState::ContinueIntoT0(const BlockKey& key, absl::StatusOr<LeasedBlock> in_t1,
+                                      GetDone done) {
+  if (!in_t1.ok()) {
+    done(in_t1.status());  // the T1 path gave the lease back
+    return;
+  }
+  std::optional<BlockInfo> now = index_.Find(key);  // present: the lease holds it
+  if (!now) {
+    done(absl::InternalError(fmt::format("block {} left the index while leased", key.ToHex())));
+    return;
+  }
+  StartT0Promotion(*now, std::move(done));  // serves a T0 copy made meanwhile as it is
+}
+
 void TierManagerState::StartT0Promotion(const BlockInfo& info, GetDone done) {
+  std::optional<LeasedBlock> there;
   {
     std::lock_guard lock(mu_);
-    auto [it, first] = t0_promotions_.try_emplace(info.key);
-    it->second.waiters.push_back(std::move(done));
-    if (!first) return;  // a copy of this block is already on its way into T0
-    it->second.payload_bytes = info.payload_bytes;
+    // A copy that completed since this Get's lease was taken is in the index now (its completion
+    // records it and leaves t0_promotions_ under one hold of mu_): use it, never copy twice.
+    std::optional<BlockInfo> now = index_.Find(info.key);
+    if (now && now->InTier(Tier::kT0)) {
+      there = LeasedBlock{now->slots[kT0], now->payload_bytes, Tier::kT0};
+    } else {
+      auto [it, first] = t0_promotions_.try_emplace(info.key);
+      it->second.waiters.push_back(std::move(done));
+      if (!first) return;  // a copy of this block is already on its way into T0
+      it->second.payload_bytes = info.payload_bytes;
+    }
+  }
+  if (there) {
+    counters_.gets_t0.fetch_add(1, std::memory_order_relaxed);
+    done(*there);
+    return;
   }
   const BlockKey key = info.key;
   absl::StatusOr<SlotId> t0_slot = AllocateT0();
