@@ -43,12 +43,15 @@ TierManagerOptions T0Options(uint32_t t1_slots, uint32_t t0_slots, const std::st
 }
 
 // A manager whose T1 is registered for DMA before the test copies from it (the daemon's path).
+// Without a usable GPU registration fails or does nothing, and only the CPU-side tests run.
 std::unique_ptr<TierManager> Make(const TierManagerOptions& options) {
   auto m = TierManager::Create(options);
   EXPECT_TRUE(m.ok()) << m.status();
   if (!m.ok()) return nullptr;
   const absl::Status registered = (*m)->t1().dma().Wait();
-  EXPECT_TRUE(registered.ok()) << registered;
+  if (gpu::UnavailableReason().empty()) {
+    EXPECT_TRUE(registered.ok()) << registered;
+  }
   return std::move(*m);
 }
 
