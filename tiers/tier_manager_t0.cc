@@ -64,27 +64,36 @@ void TierManagerState::ContinueIntoT0(const BlockKey& key, absl::StatusOr<Leased
 }
 
 void TierManagerState::StartT0Promotion(const BlockInfo& info, GetDone done) {
-  std::optional<LeasedBlock> there;
+  const BlockKey key = info.key;
+  std::optional<absl::StatusOr<LeasedBlock>> answer;  // set: `done` gets it now, no copy
+  SlotId t1_slot = kNoSlot;
   {
     std::lock_guard lock(mu_);
     // A copy that completed since this Get's lease was taken is in the index now (its completion
     // records it and leaves t0_promotions_ under one hold of mu_): use it, never copy twice.
-    std::optional<BlockInfo> now = index_.Find(info.key);
+    std::optional<BlockInfo> now = index_.Find(key);
     if (now && now->InTier(Tier::kT0)) {
-      there = LeasedBlock{now->slots[kT0], now->payload_bytes, Tier::kT0};
+      answer = LeasedBlock{now->slots[kT0], now->payload_bytes, Tier::kT0};
+    } else if (!now || !now->InTier(Tier::kT1)) {  // cannot happen: the lease pins the T1 copy
+      answer =
+          absl::InternalError(fmt::format("block {} lost its T1 copy while leased", key.ToHex()));
     } else {
-      auto [it, first] = t0_promotions_.try_emplace(info.key);
+      auto [it, first] = t0_promotions_.try_emplace(key);
       it->second.waiters.push_back(std::move(done));
       if (!first) return;  // a copy of this block is already on its way into T0
-      it->second.payload_bytes = info.payload_bytes;
+      it->second.payload_bytes = now->payload_bytes;
+      t1_slot = now->slots[kT1];
     }
   }
-  if (there) {
-    counters_.gets_t0.fetch_add(1, std::memory_order_relaxed);
-    done(*there);
+  if (answer) {
+    if (answer->ok()) {
+      counters_.gets_t0.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      (void)Release(key);
+    }
+    done(std::move(*answer));
     return;
   }
-  const BlockKey key = info.key;
   absl::StatusOr<SlotId> t0_slot = AllocateT0();
   if (!t0_slot.ok()) {
     OnPromotedToT0(key, kNoSlot, t0_slot.status());
@@ -93,7 +102,7 @@ void TierManagerState::StartT0Promotion(const BlockInfo& info, GetDone done) {
   // The first waiter's lease pins the T1 source until the copy's completion.
   const BlockRecord record{key, 0, info.payload_bytes, 0};
   const SlotId slot = *t0_slot;
-  t0_->Write(slot, record, t1_.SlotData(info.slots[kT1]),
+  t0_->Write(slot, record, t1_.SlotData(t1_slot),
              [this, key, slot](absl::Status s) { OnPromotedToT0(key, slot, std::move(s)); });
 }
 
