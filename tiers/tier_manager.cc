@@ -39,9 +39,14 @@ absl::Status TierManager::Start() {
     const uint64_t t1_slots = options_.t1.capacity_bytes / options_.t1.slot_bytes;
     index_options.max_entries = t1_slots + T2Slots(options_) + 4096;
   }
-  KVTIER_ASSIGN_OR_RETURN(index_, BlockIndex::Create(index_options));
   KVTIER_ASSIGN_OR_RETURN(t1_, HostTier::Create(options_.t1));
-  state_ = std::make_unique<internal::TierManagerState>(options_, *index_, *t1_);
+  if (options_.t0) {
+    KVTIER_ASSIGN_OR_RETURN(t0_, DeviceTier::Create(*options_.t0));
+  }
+  // T0's size is known only now (it may be a fraction of the device's free memory).
+  if (options_.index.max_entries == 0 && t0_) index_options.max_entries += t0_->capacity_slots();
+  KVTIER_ASSIGN_OR_RETURN(index_, BlockIndex::Create(index_options));
+  state_ = std::make_unique<internal::TierManagerState>(options_, *index_, *t1_, t0_.get());
   KVTIER_RETURN_IF_ERROR(state_->Init(T2Slots(options_)));
   if (options_.t2) {
     NvmeTierOptions t2_options = *options_.t2;
@@ -53,9 +58,10 @@ absl::Status TierManager::Start() {
         }));
   }
   state_->AttachT2(t2_.get());
-  KVTIER_LOG(kInfo, "tiers", "tier manager up: T1 {} slots, T2 {} slots, {} blocks recovered",
-             t1_->capacity_slots(), t2_ ? t2_->capacity_slots() : 0,
-             state_->Stats().recovered_blocks);
+  KVTIER_LOG(kInfo, "tiers",
+             "tier manager up: T0 {} slots, T1 {} slots, T2 {} slots, {} blocks recovered",
+             t0_ ? t0_->capacity_slots() : 0, t1_->capacity_slots(),
+             t2_ ? t2_->capacity_slots() : 0, state_->Stats().recovered_blocks);
   evictor_ = std::thread([this] { EvictorLoop(); });
   return absl::OkStatus();
 }
@@ -67,6 +73,7 @@ TierManager::~TierManager() {
     state_->Drain();  // moves in flight finish; dropped blocks' T2 records are deleted
   }
   t2_.reset();  // waits for its I/O; no callback into state_ is left
+  t0_.reset();  // likewise for its copies
   state_.reset();
   t1_.reset();
   index_.reset();
@@ -88,7 +95,13 @@ absl::StatusOr<CommitOutcome> TierManager::CommitPut(const PutCommit& put, SlotI
 
 void TierManager::CountPutAlreadyPresent() { state_->CountPutAlreadyPresent(); }
 
-void TierManager::Get(const BlockKey& key, GetDone done) { state_->Get(key, std::move(done)); }
+void TierManager::Get(const BlockKey& key, GetDone done) {
+  state_->Get(key, Tier::kT1, std::move(done));
+}
+
+void TierManager::Get(const BlockKey& key, Tier target, GetDone done) {
+  state_->Get(key, target, std::move(done));
+}
 
 absl::Status TierManager::Release(const BlockKey& key) { return state_->Release(key); }
 

@@ -1,4 +1,5 @@
-// The tier manager's evictor: watermarks, victims, T1 -> T2 demotion and T2 deletion.
+// The tier manager's evictor: watermarks, victims, T1 -> T2 demotion and T2 deletion (T0's
+// eviction is in tier_manager_t0.cc).
 #include <fmt/format.h>
 
 #include <utility>
@@ -23,7 +24,7 @@ void TierManagerState::Kick() {
 }
 
 void TierManagerState::KickIfAboveHigh(Tier tier) {
-  StorageTier* storage = tier == Tier::kT1 ? static_cast<StorageTier*>(&t1_) : t2_;
+  StorageTier* storage = Storage(tier);
   if (storage == nullptr) return;
   const TierStats s = storage->Stats();
   const double high = Policies(tier).options.high_watermark;  // immutable after Init
@@ -31,7 +32,7 @@ void TierManagerState::KickIfAboveHigh(Tier tier) {
 }
 
 bool TierManagerState::OverWatermark(Tier tier) {
-  StorageTier* storage = tier == Tier::kT1 ? static_cast<StorageTier*>(&t1_) : t2_;
+  StorageTier* storage = Storage(tier);
   if (storage == nullptr) return false;
   const TierStats s = storage->Stats();  // outside mu_: T2 takes its own lock
   std::lock_guard lock(mu_);
@@ -39,6 +40,7 @@ bool TierManagerState::OverWatermark(Tier tier) {
   uint64_t used = s.used_slots;
   // Slots of demotions in flight are as good as free: they are released when the writes end.
   if (tier == Tier::kT1) used -= std::min<uint64_t>(used, demotions_.size());
+  if (tier == Tier::kT0) used -= std::min<uint64_t>(used, t0_demotions_.size());
   const double cap = static_cast<double>(s.capacity_slots);
   if (static_cast<double>(used) > p.options.high_watermark * cap) p.draining = true;
   if (static_cast<double>(used) <= p.options.low_watermark * cap) p.draining = false;
@@ -47,11 +49,12 @@ bool TierManagerState::OverWatermark(Tier tier) {
 
 std::optional<BlockId> TierManagerState::PickVictim(Tier tier, bool only_without_io) {
   TierPolicies& p = Policies(tier);
+  const Tier below = tier == Tier::kT0 ? Tier::kT1 : Tier::kT2;
   auto allowed = [&](BlockId id, bool leaves_only) {
     if (leaves_only && !p.leaves.IsLeaf(id)) return false;
     std::optional<BlockInfo> info = index_.FindById(id);
     if (!info || info->leases != 0) return false;
-    return !only_without_io || info->InTier(Tier::kT2);
+    return !only_without_io || info->InTier(below);
   };
   std::optional<BlockId> victim =
       p.eviction->Evict([&](BlockId id) { return allowed(id, p.options.leaf_first); });
@@ -81,6 +84,7 @@ bool TierManagerState::EvictStep() {
   bool worked = FreeDeferredT2Slots();
   worked |= StartWaitingPromotions();
   if (t2_ != nullptr && OverWatermark(Tier::kT2)) worked |= EvictT2Once();
+  if (t0_ != nullptr && OverWatermark(Tier::kT0)) worked |= EvictT0Once();
   if (!OverWatermark(Tier::kT1)) return worked;
   bool room, idle;
   {
@@ -267,15 +271,20 @@ void TierManagerState::Quiesce() {
   Kick();
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] {
-    return stop_.load() || (evictor_idle_ && !work_pending_ && demotions_.empty() &&
-                            promotions_.empty() && deferred_t2_frees_.empty());
+    return stop_.load() ||
+           (evictor_idle_ && !work_pending_ && demotions_.empty() && promotions_.empty() &&
+            t0_demotions_.empty() && t0_promotions_.empty() && t0_chains_ == 0 &&
+            deferred_t2_frees_.empty());
   });
 }
 
 void TierManagerState::Drain() {
   {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return demotions_.empty() && promotions_.empty(); });
+    cv_.wait(lock, [&] {
+      return demotions_.empty() && promotions_.empty() && t0_demotions_.empty() &&
+             t0_promotions_.empty() && t0_chains_ == 0;
+    });
   }
   FreeDeferredT2Slots();
 }

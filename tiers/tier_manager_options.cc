@@ -44,6 +44,16 @@ absl::Status TierManagerOptions::Validate() const {
   if (max_demotions_in_flight == 0) {
     return absl::InvalidArgumentError("max_demotions_in_flight: must be > 0");
   }
+  KVTIER_RETURN_IF_ERROR(t0_policy.Validate("t0"));  // also without T0, as for T2 below
+  if (t0.has_value()) {
+    KVTIER_RETURN_IF_ERROR(t0->Validate());
+    if (t0->slot_bytes != t1.slot_bytes) {
+      return absl::InvalidArgumentError(
+          fmt::format("t0.slot_bytes: {} differs from t1.slot_bytes ({}); one T0 slot moves to "
+                      "one T1 slot",
+                      t0->slot_bytes, t1.slot_bytes));
+    }
+  }
   KVTIER_RETURN_IF_ERROR(t2_policy.Validate("t2"));  // also without T2: a bad value is a bad file
   if (!t2.has_value()) return absl::OkStatus();
   if (t2->slot_bytes != t1.slot_bytes) {

@@ -11,6 +11,7 @@
 #include "index/admission_policy.h"
 #include "index/block_index.h"
 #include "index/eviction_policy.h"
+#include "tiers/device_tier.h"
 #include "tiers/host_tier.h"
 #include "tiers/nvme_options.h"
 
@@ -38,6 +39,10 @@ struct TierPolicyOptions {
 
 struct TierManagerOptions {
   BlockIndexOptions index;  // max_entries 0: sized from the tiers' slot counts
+  // No value: no GPU tier (the CPU variant, or a daemon without a GPU). slot_bytes must equal
+  // t1.slot_bytes so one T0 slot moves to one T1 slot with one DMA.
+  std::optional<DeviceTierOptions> t0;
+  TierPolicyOptions t0_policy;
   HostTierOptions t1;
   TierPolicyOptions t1_policy;
   // No value: the daemon runs without an NVMe tier (T1 victims are dropped).
@@ -45,7 +50,8 @@ struct TierManagerOptions {
   // t1.slot_bytes so one T1 slot moves to one T2 slot with one DMA.
   std::optional<NvmeTierOptions> t2;
   TierPolicyOptions t2_policy;
-  // Demotions (T1 -> T2 writes) in flight at once; more victims wait for a completion. > 0.
+  // Demotions in flight at once, per pair of tiers (T1 -> T2 writes, T0 -> T1 copies); more
+  // victims wait for a completion. > 0.
   uint32_t max_demotions_in_flight = 64;
 
   // OK, or an error naming the setting (the tiers' own Validate() messages included).

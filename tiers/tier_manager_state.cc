@@ -1,5 +1,6 @@
-// The tier manager's store and load paths: residency bookkeeping, put, get with promotion from T2,
-// release, drop, warm-restart adoption. Eviction and demotion are in tier_manager_evict.cc.
+// The tier manager's store and load paths: residency bookkeeping, put, get with promotion into T1,
+// release, drop, warm-restart adoption. Eviction and demotion are in tier_manager_evict.cc, T0's
+// paths in tier_manager_t0.cc.
 #include "tiers/tier_manager_state.h"
 
 #include <fmt/format.h>
@@ -11,8 +12,6 @@
 namespace kvtier::internal {
 namespace {
 
-constexpr uint8_t ResidentBit(Tier tier) { return tier == Tier::kT1 ? 1 : 2; }
-
 std::optional<BlockId> ParentOf(BlockId parent) {
   return parent == kNoBlock ? std::nullopt : std::optional<BlockId>(parent);
 }
@@ -20,12 +19,26 @@ std::optional<BlockId> ParentOf(BlockId parent) {
 }  // namespace
 
 TierManagerState::TierManagerState(const TierManagerOptions& options, BlockIndex& index,
-                                   HostTier& t1)
-    : options_(options), index_(index), t1_(t1) {}
+                                   HostTier& t1, DeviceTier* t0)
+    : options_(options), index_(index), t1_(t1), t0_(t0) {}
+
+StorageTier* TierManagerState::Storage(Tier tier) const {
+  switch (tier) {
+    case Tier::kT0:
+      return t0_;
+    case Tier::kT1:
+      return &t1_;
+    default:
+      return t2_;
+  }
+}
 
 absl::Status TierManagerState::Init(uint64_t t2_slots) {
-  const std::array<std::pair<const TierPolicyOptions*, uint64_t>, 2> tiers = {
-      {{&options_.t1_policy, t1_.capacity_slots()}, {&options_.t2_policy, t2_slots}}};
+  const uint64_t t0_slots = t0_ != nullptr ? t0_->capacity_slots() : 0;
+  const std::array<std::pair<const TierPolicyOptions*, uint64_t>, kNumTiers> tiers = {
+      {{&options_.t0_policy, t0_slots},
+       {&options_.t1_policy, t1_.capacity_slots()},
+       {&options_.t2_policy, t2_slots}}};
   for (size_t i = 0; i < tiers.size(); ++i) {
     TierPolicies& p = policies_[i];
     p.options = *tiers[i].first;
@@ -53,15 +66,15 @@ void TierManagerState::AddResident(Tier tier, BlockId id, uint64_t ghost_key, Bl
   EnsureId(id);
   p.eviction->Insert(id, ghost_key);
   p.leaves.Add(id, ParentOf(parent));
-  resident_[id] |= ResidentBit(tier);
+  resident_[id] |= TierBit(tier);
 }
 
 void TierManagerState::RemoveResident(Tier tier, BlockId id, bool chosen_by_policy) {
-  if (id >= resident_.size() || (resident_[id] & ResidentBit(tier)) == 0) return;
+  if (id >= resident_.size() || (resident_[id] & TierBit(tier)) == 0) return;
   TierPolicies& p = Policies(tier);
   if (!chosen_by_policy) p.eviction->Erase(id);
   p.leaves.Remove(id);
-  resident_[id] &= static_cast<uint8_t>(~ResidentBit(tier));
+  resident_[id] &= static_cast<uint8_t>(~TierBit(tier));
 }
 
 void TierManagerState::AdoptRecovered(const BlockRecord& record, SlotId slot) {
@@ -169,26 +182,43 @@ absl::StatusOr<CommitOutcome> TierManagerState::Commit(const PutCommit& put, Slo
   return CommitOutcome::kStored;
 }
 
-void TierManagerState::Get(const BlockKey& key, GetDone done) {
+void TierManagerState::Get(const BlockKey& key, Tier target, GetDone done) {
+  if (target == Tier::kT2) {
+    done(absl::InvalidArgumentError("get: blocks are read from T1 or T0, not T2"));
+    return;
+  }
+  if (target == Tier::kT0 && t0_ == nullptr) {
+    done(absl::FailedPreconditionError("get: this daemon runs without a T0 (GPU) tier"));
+    return;
+  }
   absl::StatusOr<BlockInfo> leased = index_.AcquireLease(key);
   if (!leased.ok()) {
     counters_.gets_missing.fetch_add(1, std::memory_order_relaxed);
     done(leased.status());
     return;
   }
-  const BlockInfo& info = *leased;
+  if (target == Tier::kT0) {
+    LoadIntoT0(*leased, std::move(done));
+  } else {
+    LoadIntoT1(*leased, std::move(done));
+  }
+}
+
+void TierManagerState::LoadIntoT1(const BlockInfo& info, GetDone done) {
+  const BlockKey& key = info.key;
   if (info.InTier(Tier::kT1)) {  // the lease pins the T1 copy from here on
     {
       std::lock_guard lock(mu_);
-      if (info.id < resident_.size() && (resident_[info.id] & ResidentBit(Tier::kT1)) != 0) {
+      if (info.id < resident_.size() && (resident_[info.id] & TierBit(Tier::kT1)) != 0) {
         Policies(Tier::kT1).eviction->Touch(info.id);
       }
     }
     counters_.gets_t1.fetch_add(1, std::memory_order_relaxed);
-    done(LeasedBlock{info.slots[static_cast<int>(Tier::kT1)], info.payload_bytes});
+    done(LeasedBlock{info.slots[static_cast<int>(Tier::kT1)], info.payload_bytes, Tier::kT1});
     return;
   }
-  if (t2_ == nullptr || !info.InTier(Tier::kT2)) {
+  const bool from_t0 = t0_ != nullptr && info.InTier(Tier::kT0);
+  if (!from_t0 && (t2_ == nullptr || !info.InTier(Tier::kT2))) {
     (void)Release(key);
     counters_.gets_missing.fetch_add(1, std::memory_order_relaxed);
     done(absl::NotFoundError(fmt::format("block {} has no copy in any tier", key.ToHex())));
@@ -198,17 +228,20 @@ void TierManagerState::Get(const BlockKey& key, GetDone done) {
 }
 
 void TierManagerState::StartPromotion(const BlockInfo& info, GetDone done) {
+  const Tier source = t0_ != nullptr && info.InTier(Tier::kT0) ? Tier::kT0 : Tier::kT2;
+  const SlotId source_slot = info.slots[static_cast<int>(source)];
   {
     std::lock_guard lock(mu_);
     auto [it, first] = promotions_.try_emplace(info.key);
     it->second.waiters.push_back(std::move(done));
     if (!first) return;  // a read of this block is already on its way into T1
     it->second.payload_bytes = info.payload_bytes;
-    it->second.t2_slot = info.slots[static_cast<int>(Tier::kT2)];
+    it->second.source = source;
+    it->second.source_slot = source_slot;
   }
   absl::StatusOr<SlotId> t1_slot = AllocateT1();
   if (t1_slot.ok()) {
-    IssuePromotionRead(info.key, info.slots[static_cast<int>(Tier::kT2)], *t1_slot);
+    IssuePromotionRead(info.key, source, source_slot, *t1_slot);
     return;
   }
   if (t1_slot.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -220,21 +253,26 @@ void TierManagerState::StartPromotion(const BlockInfo& info, GetDone done) {
   FailPromotion(info.key, t1_slot.status());
 }
 
-void TierManagerState::IssuePromotionRead(const BlockKey& key, SlotId t2_slot, SlotId t1_slot) {
-  t2_->Read(t2_slot, t1_.SlotData(t1_slot),
-            [this, key, t1_slot](absl::Status status) { OnPromoted(key, t1_slot, status); });
+void TierManagerState::IssuePromotionRead(const BlockKey& key, Tier source, SlotId source_slot,
+                                          SlotId t1_slot) {
+  Storage(source)->Read(source_slot, t1_.SlotData(t1_slot), [this, key, t1_slot](absl::Status s) {
+    OnPromoted(key, t1_slot, std::move(s));
+  });
 }
 
 bool TierManagerState::StartWaitingPromotions() {
   bool worked = false;
   for (;;) {
     BlockKey key;
-    SlotId t2_slot;
+    Tier source;
+    SlotId source_slot;
     {
       std::lock_guard lock(mu_);
       if (waiting_for_t1_.empty()) return worked;
       key = waiting_for_t1_.front();
-      t2_slot = promotions_.at(key).t2_slot;
+      const Promotion& promotion = promotions_.at(key);
+      source = promotion.source;
+      source_slot = promotion.source_slot;
     }
     absl::StatusOr<SlotId> t1_slot = t1_.Allocate();
     if (!t1_slot.ok()) return worked;
@@ -242,7 +280,7 @@ bool TierManagerState::StartWaitingPromotions() {
       std::lock_guard lock(mu_);
       waiting_for_t1_.pop_front();
     }
-    IssuePromotionRead(key, t2_slot, *t1_slot);
+    IssuePromotionRead(key, source, source_slot, *t1_slot);
     worked = true;
   }
 }
@@ -273,13 +311,15 @@ void TierManagerState::FailPromotion(const BlockKey& key, const absl::Status& st
 
 void TierManagerState::OnPromoted(const BlockKey& key, SlotId t1_slot, absl::Status status) {
   std::vector<GetDone> waiters;
-  LeasedBlock block{t1_slot, 0};
+  LeasedBlock block{t1_slot, 0, Tier::kT1};
   bool keep_slot = false;
+  Tier source;
   {
     std::lock_guard lock(mu_);
     auto it = promotions_.find(key);
     waiters = std::move(it->second.waiters);
     block.payload_bytes = it->second.payload_bytes;
+    source = it->second.source;
     promotions_.erase(it);
     std::optional<BlockInfo> info = index_.Find(key);  // present: the waiters hold leases
     if (!info && status.ok()) status = absl::InternalError("promoted block left the index");
@@ -287,11 +327,12 @@ void TierManagerState::OnPromoted(const BlockKey& key, SlotId t1_slot, absl::Sta
       keep_slot = index_.SetTier(key, Tier::kT1, t1_slot).ok();
       if (!keep_slot) block.slot = info->slots[static_cast<int>(Tier::kT1)];  // put meanwhile
       if (keep_slot) AddResident(Tier::kT1, info->id, key.lo, info->parent);
-      if (info->id < resident_.size() && (resident_[info->id] & ResidentBit(Tier::kT2)) != 0) {
-        Policies(Tier::kT2).eviction->Touch(info->id);
+      if (info->id < resident_.size() && (resident_[info->id] & TierBit(source)) != 0) {
+        Policies(source).eviction->Touch(info->id);
       }
-    } else if (info) {
+    } else if (info && source == Tier::kT2) {
       // The T2 copy is bad or unreadable: it is gone for everyone. T2 frees (or retires) its slot.
+      // (A failed T0 read leaves the T0 copy: it may be leased, and its readers read it in place.)
       if (absl::StatusOr<uint32_t> t2_slot = index_.DropTier(key, Tier::kT2); t2_slot.ok()) {
         RemoveResident(Tier::kT2, info->id, /*chosen_by_policy=*/false);
         deferred_t2_frees_.push_back(*t2_slot);
@@ -303,8 +344,8 @@ void TierManagerState::OnPromoted(const BlockKey& key, SlotId t1_slot, absl::Sta
   if (!keep_slot) t1_.Free(t1_slot);
   if (!status.ok()) {
     counters_.promotion_failures.fetch_add(1, std::memory_order_relaxed);
-    KVTIER_LOG(kWarn, "tiers", "promotion of block {} from T2 failed: {}", key.ToHex(),
-               std::string(status.message()));
+    KVTIER_LOG(kWarn, "tiers", "promotion of block {} from {} failed: {}", key.ToHex(),
+               TierName(source), std::string(status.message()));
     FailWaiters(key, std::move(waiters), status);
     return;
   }
@@ -334,12 +375,21 @@ void TierManagerState::EraseIfUnusedLocked(const BlockKey& key) {
 }
 
 absl::Status TierManagerState::Drop(const BlockKey& key) {
-  std::optional<SlotId> free_t1;
+  std::optional<SlotId> free_t1, free_t0;
   {
     std::lock_guard lock(mu_);
     KVTIER_ASSIGN_OR_RETURN(BlockInfo info, index_.Erase(key));
+    RemoveResident(Tier::kT0, info.id, /*chosen_by_policy=*/false);
     RemoveResident(Tier::kT1, info.id, /*chosen_by_policy=*/false);
     RemoveResident(Tier::kT2, info.id, /*chosen_by_policy=*/false);
+    if (info.InTier(Tier::kT0)) {
+      auto demotion = t0_demotions_.find(key);
+      if (demotion != t0_demotions_.end()) {
+        demotion->second.dropped = true;  // its copy still reads the T0 slot
+      } else {
+        free_t0 = info.slots[static_cast<int>(Tier::kT0)];
+      }
+    }
     if (info.InTier(Tier::kT1)) {
       auto demotion = demotions_.find(key);
       if (demotion != demotions_.end()) {
@@ -355,6 +405,7 @@ absl::Status TierManagerState::Drop(const BlockKey& key) {
     }
   }
   if (free_t1) t1_.Free(*free_t1);
+  if (free_t0) t0_->Free(*free_t0);
   return absl::OkStatus();
 }
 
@@ -377,6 +428,13 @@ TierManagerStats TierManagerState::Stats() const {
   s.t2_evictions = c.t2_evictions.load();
   s.integrity_drops = c.integrity_drops.load();
   s.recovered_blocks = c.recovered_blocks.load();
+  s.gets_t0 = c.gets_t0.load();
+  s.gets_promoted_t0 = c.gets_promoted_t0.load();
+  s.t0_promotion_failures = c.t0_promotion_failures.load();
+  s.t0_evictions = c.t0_evictions.load();
+  s.t0_clean_evictions = c.t0_clean_evictions.load();
+  s.t0_demotions = c.t0_demotions.load();
+  s.t0_demotion_failures = c.t0_demotion_failures.load();
   std::lock_guard lock(mu_);
   s.demotions_in_flight = demotions_.size();
   return s;

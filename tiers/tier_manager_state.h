@@ -9,8 +9,11 @@
 //    here still names it.
 //  * A key is in demotions_ from the moment its T1 copy is chosen for a T2 write until the write's
 //    completion has settled it; in promotions_ from the first Get that needs it in T1 until the
-//    T2 read's completion. Every Get waiting in promotions_ holds a lease on the block, so neither
-//    its T2 copy nor its index entry can go away meanwhile.
+//    T2 (or T0) read's completion. Every Get waiting in promotions_ holds a lease on the block, so
+//    neither its source copy nor its index entry can go away meanwhile.
+//  * Likewise for T0: t0_promotions_ holds a key from the first Get that needs it in T0 until the
+//    T1 -> T0 copy completes (its waiters' leases pin the T1 source); t0_demotions_ from the moment
+//    its T0 copy is chosen for a T0 -> T1 copy until that copy's completion.
 //
 // Lock order: mu_, then a block index shard lock (index calls under mu_); never the reverse. No
 // I/O, copy, hash, RocksDB call or user callback runs under mu_.
@@ -30,6 +33,7 @@
 #include "index/admission_policy.h"
 #include "index/eviction_policy.h"
 #include "index/leaf_tracker.h"
+#include "tiers/device_tier.h"
 #include "tiers/host_tier.h"
 #include "tiers/nvme_tier.h"
 #include "tiers/tier_manager.h"
@@ -51,11 +55,16 @@ struct Counters {
   std::atomic<uint64_t> t1_evictions{0}, t1_clean_evictions{0}, demotions{0};
   std::atomic<uint64_t> demotion_failures{0}, demotions_rejected{0}, t1_dropped{0};
   std::atomic<uint64_t> t2_evictions{0}, integrity_drops{0}, recovered_blocks{0};
+  std::atomic<uint64_t> gets_t0{0}, gets_promoted_t0{0}, t0_promotion_failures{0};
+  std::atomic<uint64_t> t0_evictions{0}, t0_clean_evictions{0}, t0_demotions{0};
+  std::atomic<uint64_t> t0_demotion_failures{0};
 };
 
 class TierManagerState {
  public:
-  TierManagerState(const TierManagerOptions& options, BlockIndex& index, HostTier& t1);
+  // `t0` may be null (no GPU tier).
+  TierManagerState(const TierManagerOptions& options, BlockIndex& index, HostTier& t1,
+                   DeviceTier* t0);
   // Builds the policies; `t2_slots` is T2's capacity in slots (0 without T2).
   absl::Status Init(uint64_t t2_slots);
   // Warm restart: a block T2 recovered (T2's Open visitor). Before AttachT2.
@@ -69,7 +78,7 @@ class TierManagerState {
   void CountPutAlreadyPresent() {
     counters_.puts_already_present.fetch_add(1, std::memory_order_relaxed);
   }
-  void Get(const BlockKey& key, GetDone done);
+  void Get(const BlockKey& key, Tier target, GetDone done);
   absl::Status Release(const BlockKey& key);
   absl::Status Drop(const BlockKey& key);
   TierManagerStats Stats() const;
@@ -91,9 +100,11 @@ class TierManagerState {
   void EnsureId(BlockId id);
   void AddResident(Tier tier, BlockId id, uint64_t ghost_key, BlockId parent);
   void RemoveResident(Tier tier, BlockId id, bool chosen_by_policy);
-  TierPolicies& Policies(Tier tier) { return policies_[tier == Tier::kT1 ? 0 : 1]; }
+  TierPolicies& Policies(Tier tier) { return policies_[static_cast<int>(tier)]; }
+  // The tier's storage; null for a tier this manager runs without.
+  StorageTier* Storage(Tier tier) const;
   // The policy's next victim that is not leased; with `only_without_io`, one that can leave
-  // without a write (already in T2).
+  // without a write (already in the tier below: T1 for T0, T2 for T1).
   std::optional<BlockId> PickVictim(Tier tier, bool only_without_io);
   // Takes `key`'s copy out of T1 after it was chosen: frees the slot, erases the block if it has
   // no copy left, or puts it back in T1's policy when a lease pinned it meanwhile. True if it left.
@@ -105,9 +116,11 @@ class TierManagerState {
   absl::StatusOr<SlotId> AllocateT1();
   void Kick();
 
-  // Promotion (tier_manager_state.cc).
+  // Promotion into T1 (tier_manager_state.cc). `info` is leased by the Get.
+  void LoadIntoT1(const BlockInfo& info, GetDone done);
+  // From T0 when it has the block (a faster read than T2), else from T2.
   void StartPromotion(const BlockInfo& info, GetDone done);
-  void IssuePromotionRead(const BlockKey& key, SlotId t2_slot, SlotId t1_slot);
+  void IssuePromotionRead(const BlockKey& key, Tier source, SlotId source_slot, SlotId t1_slot);
   // Evictor: starts promotions that waited for a T1 slot, as slots free; false if none started.
   bool StartWaitingPromotions();
   // Evictor: T1 cannot make room (every block leased); the waiting promotions fail.
@@ -126,6 +139,22 @@ class TierManagerState {
   void AbandonDemotion(const BlockKey& key, bool rejected);
   bool FreeDeferredT2Slots();
 
+  // T0 (tier_manager_t0.cc): promotion T1 -> T0, eviction, demotion T0 -> T1.
+  void LoadIntoT0(const BlockInfo& info, GetDone done);  // `info` is leased by the Get
+  // The T0 step of a T2 -> T1 -> T0 Get, once the block is in T1 (or the T1 step failed).
+  void ContinueIntoT0(const BlockKey& key, absl::StatusOr<LeasedBlock> in_t1, GetDone done);
+  void StartT0Promotion(const BlockInfo& info, GetDone done);
+  void OnPromotedToT0(const BlockKey& key, SlotId t0_slot, absl::Status status);
+  // A free T0 slot, making room at once if a block can leave T0 without a copy.
+  absl::StatusOr<SlotId> AllocateT0();
+  // Like LeaveT1Locked, for T0: frees the slot unless a lease pinned the block meanwhile.
+  bool LeaveT0Locked(const BlockInfo& info);
+  bool EvictT0Once();
+  // Copies a chosen T0 victim down into a T1 slot; false when T1 had no room now (the victim went
+  // back into T0's policy: no progress).
+  bool StartT0Demotion(const BlockInfo& info);
+  void OnT0Demoted(const BlockKey& key, const absl::Status& status);
+
   struct Demotion {
     SlotId t1_slot = kNoSlot;
     bool dropped = false;  // Drop removed the block meanwhile: free both slots at completion
@@ -134,23 +163,37 @@ class TierManagerState {
   };
   struct Promotion {
     uint32_t payload_bytes = 0;
-    SlotId t2_slot = kNoSlot;
+    Tier source = Tier::kT2;  // read from T2 or, when the block has a T0 copy, from T0
+    SlotId source_slot = kNoSlot;
     std::vector<GetDone> waiters;  // each holds a lease on the block
+  };
+  struct T0Promotion {
+    uint32_t payload_bytes = 0;
+    std::vector<GetDone> waiters;  // each holds a lease on the block
+  };
+  struct T0Demotion {
+    SlotId t0_slot = kNoSlot;
+    SlotId t1_slot = kNoSlot;  // kNoSlot until StartT0Demotion has one
+    bool dropped = false;      // Drop removed the block meanwhile: free both slots at completion
   };
 
   const TierManagerOptions& options_;
   BlockIndex& index_;
   HostTier& t1_;
+  DeviceTier* const t0_;
   NvmeTier* t2_ = nullptr;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;            // evictor work, idleness and completions; with mu_
-  std::array<TierPolicies, 2> policies_;  // [T1, T2]
-  std::vector<uint8_t> resident_;         // [id] bit 1: T1 policy, bit 2: T2
-  std::vector<uint64_t> checksum_;        // [id] as given at commit; 0 = none
-  std::vector<uint64_t> namespace_;       // [id] namespace id for T2's record
+  std::condition_variable cv_;  // evictor work, idleness and completions; with mu_
+  std::array<TierPolicies, kNumTiers> policies_;         // [T0, T1, T2]
+  std::vector<uint8_t> resident_;                        // [id] TierBit(t) set: in tier t's policy
+  std::vector<uint64_t> checksum_;                       // [id] as given at commit; 0 = none
+  std::vector<uint64_t> namespace_;                      // [id] namespace id for T2's record
   absl::flat_hash_map<BlockKey, Demotion> demotions_;    // T1 -> T2 writes in flight
   absl::flat_hash_map<BlockKey, Promotion> promotions_;  // T2 -> T1 reads in flight or waiting
+  absl::flat_hash_map<BlockKey, T0Promotion> t0_promotions_;  // T1 -> T0 copies in flight
+  absl::flat_hash_map<BlockKey, T0Demotion> t0_demotions_;    // T0 -> T1 copies in flight
+  uint64_t t0_chains_ = 0;                 // T0 Gets in their T2 -> T1 step (LoadIntoT0)
   std::deque<BlockKey> waiting_for_t1_;    // promotions waiting for a free T1 slot, oldest first
   std::vector<SlotId> deferred_t2_frees_;  // freed by the evictor (a RocksDB delete each)
   bool work_pending_ = false;
