@@ -81,6 +81,37 @@ absl::Status CheckWelcome(const Welcome& w) {
   return absl::OkStatus();
 }
 
+// Without T0 every byte of the section is zero; with it, the geometry fits and the bus id is a
+// short printable NUL-terminated string padded with NULs (it names a GPU in clients' logs).
+absl::Status CheckWelcomeT0(const WelcomeT0& t) {
+  if (t.t0_bytes == 0) {
+    const WelcomeT0 zero{};
+    if (std::memcmp(&t, &zero, sizeof(t)) != 0) {
+      return Invalid("welcome: no T0 (t0_bytes 0) but the T0 section is not all zero");
+    }
+    return absl::OkStatus();
+  }
+  if (t.t0_slot_bytes == 0 || t.t0_slots == 0 ||
+      t.t0_bytes / t.t0_slot_bytes < uint64_t{t.t0_slots}) {
+    return Invalid(fmt::format("welcome: T0 of {} bytes cannot hold {} slots of {} bytes",
+                               t.t0_bytes, t.t0_slots, t.t0_slot_bytes));
+  }
+  const char* id = t.pci_bus_id;
+  const size_t len = strnlen(id, kPciBusIdBytes);
+  if (len == 0 || len == kPciBusIdBytes) {
+    return Invalid(fmt::format("welcome: T0 PCI bus id is {}",
+                               len == 0 ? "empty" : "not NUL-terminated"));
+  }
+  for (size_t i = 0; i < kPciBusIdBytes; ++i) {
+    const unsigned char c = static_cast<unsigned char>(id[i]);
+    if (i < len ? (c < 0x21 || c > 0x7e) : c != 0) {
+      return Invalid(fmt::format("welcome: T0 PCI bus id has byte 0x{:02x} at {} ({})", c, i,
+                                 i < len ? "not printable" : "padding is not NUL"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::byte>> EncodeHello(const Hello& hello) {
@@ -117,8 +148,16 @@ std::vector<std::byte> EncodeWelcome(const Welcome& w) {
   p.t1_slots = w.t1_slots;
   p.max_batch = w.max_batch;
   p.layout = w.layout;
+  WelcomeT0 t0{};
+  t0.t0_bytes = w.t0_bytes;
+  t0.t0_slot_bytes = w.t0_slot_bytes;
+  t0.t0_slots = w.t0_slots;
+  std::memcpy(t0.pci_bus_id, w.t0_pci_bus_id.data(),
+              std::min(w.t0_pci_bus_id.size(), kPciBusIdBytes - 1));
+  std::memcpy(t0.ipc_handle, w.t0_ipc_handle.data(), kT0IpcHandleBytes);
   std::vector<std::byte> payload;
   Append(&payload, p);
+  Append(&payload, t0);
   return Frame(FrameType::kWelcome, payload);
 }
 
@@ -192,11 +231,19 @@ absl::StatusOr<Welcome> DecodeWelcome(absl::Span<const std::byte> payload) {
   Reader r(payload);
   r.set_frame("welcome");
   WelcomePayload p{};
+  WelcomeT0 t0{};
   KVTIER_RETURN_IF_ERROR(r.Fixed("payload", &p));
+  KVTIER_RETURN_IF_ERROR(r.Fixed("T0 section", &t0));
   KVTIER_RETURN_IF_ERROR(r.End());
   if (p.reserved != 0) return Invalid("welcome: reserved field is not zero");
   Welcome w{p.session_id, p.t1_bytes, p.t1_slot_bytes, p.t1_slots, p.max_batch, p.layout};
   KVTIER_RETURN_IF_ERROR(CheckWelcome(w));
+  KVTIER_RETURN_IF_ERROR(CheckWelcomeT0(t0));
+  w.t0_bytes = t0.t0_bytes;
+  w.t0_slot_bytes = t0.t0_slot_bytes;
+  w.t0_slots = t0.t0_slots;
+  w.t0_pci_bus_id.assign(t0.pci_bus_id, strnlen(t0.pci_bus_id, kPciBusIdBytes));
+  std::memcpy(w.t0_ipc_handle.data(), t0.ipc_handle, kT0IpcHandleBytes);
   return w;
 }
 

@@ -11,6 +11,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -46,6 +47,12 @@ struct Welcome {
   uint32_t t1_slots = 0;
   uint32_t max_batch = kMaxBatchKeys;
   RegionLayout layout{};
+  // T0 (WelcomeT0): t0_bytes 0 means the daemon has none, and then the rest is empty/zero.
+  uint64_t t0_bytes = 0;
+  uint32_t t0_slot_bytes = 0;
+  uint32_t t0_slots = 0;
+  std::string t0_pci_bus_id{};  // at most kPciBusIdBytes - 1 bytes (EncodeWelcome cuts the rest)
+  std::array<uint8_t, kT0IpcHandleBytes> t0_ipc_handle{};
 };
 
 struct ErrorFrame {
@@ -65,7 +72,9 @@ std::vector<std::byte> EncodeError(const ErrorFrame& error);
 // is frozen so that a daemon can tell a client of another version why it is refused.
 absl::StatusOr<FrameInfo> DecodeFrameHeader(absl::Span<const std::byte> header);
 absl::StatusOr<Hello> DecodeHello(absl::Span<const std::byte> payload);
-// Also validates the layout (ValidateLayout), the T1 geometry and max_batch.
+// Also validates the layout (ValidateLayout), the T1 geometry, max_batch and the T0 section (all
+// zero without T0; with T0 a geometry that fits t0_bytes and a NUL-terminated, NUL-padded,
+// printable, non-empty PCI bus id).
 absl::StatusOr<Welcome> DecodeWelcome(absl::Span<const std::byte> payload);
 absl::StatusOr<ErrorFrame> DecodeError(absl::Span<const std::byte> payload);
 

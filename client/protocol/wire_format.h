@@ -24,7 +24,8 @@ namespace kvtier::protocol {
 static_assert(std::endian::native == std::endian::little,
               "the wire format is little-endian and the structs below are memcpy'd as is");
 
-inline constexpr uint16_t kProtocolVersion = 1;
+// 1: the first. 2: Welcome carries the T0 section (WelcomeT0).
+inline constexpr uint16_t kProtocolVersion = 2;
 
 // ---- control plane: socket frames ------------------------------------------------------------
 
@@ -107,6 +108,28 @@ static_assert(sizeof(WelcomePayload) == 72);
 static_assert(offsetof(WelcomePayload, t1_slot_bytes) == 16);
 static_assert(offsetof(WelcomePayload, max_batch) == 24);
 static_assert(offsetof(WelcomePayload, layout) == 32);
+
+// The daemon's GPU tier, right after WelcomePayload (since version 2). All zero when the daemon
+// has no T0. Otherwise T0 is one device allocation of t0_bytes on the GPU named by pci_bus_id,
+// cut into t0_slots slots of t0_slot_bytes: a client on the same GPU opens ipc_handle (CUDA/HIP
+// IPC, gpu::OpenIpc) and finds slot i at opened_base + i * t0_slot_bytes. No fd comes with it.
+inline constexpr size_t kPciBusIdBytes = 32;      // "0000:3b:00.0", NUL-terminated and -padded
+inline constexpr size_t kT0IpcHandleBytes = 64;  // gpu::kIpcHandleBytes
+struct WelcomeT0 {
+  uint64_t t0_bytes;       // size of the T0 pool; 0 = no T0 (and every field below is 0)
+  uint32_t t0_slot_bytes;  // slot size of T0
+  uint32_t t0_slots;       // slots in T0 (T0 slot ids are < t0_slots)
+  char pci_bus_id[kPciBusIdBytes];
+  uint8_t ipc_handle[kT0IpcHandleBytes];  // opaque
+};
+static_assert(sizeof(WelcomeT0) == 112);
+static_assert(offsetof(WelcomeT0, t0_slot_bytes) == 8);
+static_assert(offsetof(WelcomeT0, t0_slots) == 12);
+static_assert(offsetof(WelcomeT0, pci_bus_id) == 16);
+static_assert(offsetof(WelcomeT0, ipc_handle) == 48);
+// A Welcome payload is WelcomePayload then WelcomeT0, nothing else.
+inline constexpr size_t kWelcomePayloadBytes = sizeof(WelcomePayload) + sizeof(WelcomeT0);
+static_assert(kWelcomePayloadBytes == 184);
 
 // Error payload: ErrorFixed, then message_bytes of UTF-8 text (<= kMaxErrorMessage).
 inline constexpr uint32_t kMaxErrorMessage = 4096;
@@ -251,7 +274,7 @@ inline constexpr uint32_t kMaxBlockCode = 6;
 
 struct BlockResult {
   uint32_t code;           // BlockCode
-  uint32_t slot;           // T1 slot when code is kOk for get / put_begin; else 0
+  uint32_t slot;           // kOk: get, a slot of the tier read (T0 or T1); put_begin, T1; else 0
   uint32_t payload_bytes;  // with kOk: get, the payload's bytes; put_begin, as asked; else 0
   uint32_t reserved;       // 0
 };

@@ -229,6 +229,41 @@ TEST(FrameCodecTest, WelcomeAndErrorRoundTrip) {
   EXPECT_EQ(err->message, "uid 1000 is not allowed");
 }
 
+TEST(FrameCodecTest, WelcomeWithoutT0SaysSoAndWithT0CarriesItsSection) {
+  Welcome w;
+  w.t1_slot_bytes = 64 * 1024;
+  w.t1_slots = 16;
+  w.t1_bytes = uint64_t{w.t1_slot_bytes} * w.t1_slots;
+  w.layout = *ComputeLayout(4, 4, 4096);
+  std::vector<std::byte> frame = EncodeWelcome(w);
+  ASSERT_EQ(frame.size(), sizeof(FrameHeader) + kWelcomePayloadBytes);
+  absl::StatusOr<Welcome> back = DecodeWelcome(absl::MakeConstSpan(frame).subspan(16));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->t0_bytes, 0u);
+  EXPECT_EQ(back->t0_slots, 0u);
+  EXPECT_TRUE(back->t0_pci_bus_id.empty());
+
+  w.t0_slot_bytes = 64 * 1024;
+  w.t0_slots = 1024;
+  w.t0_bytes = uint64_t{w.t0_slot_bytes} * w.t0_slots;
+  w.t0_pci_bus_id = "00000000:3B:00.0";
+  for (size_t i = 0; i < kT0IpcHandleBytes; ++i) w.t0_ipc_handle[i] = static_cast<uint8_t>(i * 7);
+  frame = EncodeWelcome(w);
+  ASSERT_EQ(frame.size(), sizeof(FrameHeader) + kWelcomePayloadBytes);
+  back = DecodeWelcome(absl::MakeConstSpan(frame).subspan(16));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->t0_bytes, w.t0_bytes);
+  EXPECT_EQ(back->t0_slot_bytes, w.t0_slot_bytes);
+  EXPECT_EQ(back->t0_slots, 1024u);
+  EXPECT_EQ(back->t0_pci_bus_id, "00000000:3B:00.0");
+  EXPECT_EQ(back->t0_ipc_handle, w.t0_ipc_handle);
+  // The section sits at a fixed place: right after WelcomePayload.
+  WelcomeT0 raw;
+  std::memcpy(&raw, frame.data() + 16 + sizeof(WelcomePayload), sizeof(raw));
+  EXPECT_EQ(raw.t0_slots, 1024u);
+  EXPECT_STREQ(raw.pci_bus_id, "00000000:3B:00.0");
+}
+
 TEST(RegionLayoutTest, ComputedLayoutsValidateAndArePageAligned) {
   for (uint32_t entries : {2u, 256u, 65536u}) {
     absl::StatusOr<RegionLayout> l =

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -203,10 +204,13 @@ TEST(MalformedFrameTest, HeaderFieldsAreChecked) {
   h.type = 9;
   ExpectError(DecodeHeader(h), "unknown frame type 9");
   h = ValidHeader();
-  h.version = 2;
-  EXPECT_EQ(DecodeHeader(h).code(), absl::StatusCode::kFailedPrecondition);
-  h.type = static_cast<uint16_t>(FrameType::kError);  // any version may explain itself
-  EXPECT_TRUE(DecodeHeader(h).ok());
+  for (uint16_t other : {uint16_t{1}, uint16_t{kProtocolVersion + 1}}) {  // older and newer
+    h = ValidHeader();
+    h.version = other;
+    EXPECT_EQ(DecodeHeader(h).code(), absl::StatusCode::kFailedPrecondition) << other;
+    h.type = static_cast<uint16_t>(FrameType::kError);  // any version may explain itself
+    EXPECT_TRUE(DecodeHeader(h).ok()) << other;
+  }
   h = ValidHeader();
   h.payload_bytes = kMaxFramePayload + 1;
   ExpectError(DecodeHeader(h), "payload of 65537 bytes");
@@ -268,7 +272,65 @@ TEST(MalformedFrameTest, WelcomeWithAnImpossibleLayoutOrTierIsRefused) {
   ExpectError(decode(bad), "max_batch 0");
   std::vector<std::byte> f = EncodeWelcome(w);
   f.pop_back();
-  ExpectError(DecodeWelcome(absl::MakeConstSpan(f).subspan(16)).status(), "needs 72 bytes");
+  ExpectError(DecodeWelcome(absl::MakeConstSpan(f).subspan(16)).status(),
+              "T0 section needs 112 bytes");
+  // A version-1 Welcome (no T0 section) is too short for this version.
+  f.resize(sizeof(FrameHeader) + sizeof(WelcomePayload));
+  ExpectError(DecodeWelcome(absl::MakeConstSpan(f).subspan(16)).status(),
+              "T0 section needs 112 bytes");
+  f = EncodeWelcome(w);
+  f.push_back(std::byte{0});
+  ExpectError(DecodeWelcome(absl::MakeConstSpan(f).subspan(16)).status(), "1 trailing bytes");
+}
+
+TEST(MalformedFrameTest, WelcomeWithABadT0SectionIsRefused) {
+  Welcome w;
+  w.t1_slot_bytes = 4096;
+  w.t1_slots = 16;
+  w.t1_bytes = 4096 * 16;
+  w.layout = *ComputeLayout(4, 4, 4096);
+  w.t0_slot_bytes = 4096;
+  w.t0_slots = 8;
+  w.t0_bytes = 4096 * 8;
+  w.t0_pci_bus_id = "0000:3b:00.0";
+  // Decodes the Welcome after `edit` changed the bytes of its T0 section.
+  auto decode = [](const Welcome& x, const std::function<void(WelcomeT0*)>& edit = {}) {
+    std::vector<std::byte> f = EncodeWelcome(x);
+    std::byte* section = f.data() + sizeof(FrameHeader) + sizeof(WelcomePayload);
+    WelcomeT0 t0;
+    std::memcpy(&t0, section, sizeof(t0));
+    if (edit) edit(&t0);
+    std::memcpy(section, &t0, sizeof(t0));
+    return DecodeWelcome(absl::MakeConstSpan(f).subspan(sizeof(FrameHeader))).status();
+  };
+  ASSERT_TRUE(decode(w).ok()) << decode(w);
+  Welcome bad = w;
+  bad.t0_slots = 9;
+  ExpectError(decode(bad), "T0 of 32768 bytes cannot hold 9 slots");
+  bad = w;
+  bad.t0_slot_bytes = 0;
+  ExpectError(decode(bad), "cannot hold 8 slots of 0 bytes");
+  bad = w;
+  bad.t0_slots = 0;
+  ExpectError(decode(bad), "cannot hold 0 slots");
+  bad = w;
+  bad.t0_pci_bus_id.clear();
+  ExpectError(decode(bad), "PCI bus id is empty");
+  ExpectError(decode(w, [](WelcomeT0* t) { std::memset(t->pci_bus_id, 'a', kPciBusIdBytes); }),
+              "not NUL-terminated");
+  ExpectError(decode(w, [](WelcomeT0* t) { t->pci_bus_id[20] = 'x'; }),
+              "byte 0x78 at 20 (padding is not NUL)");
+  ExpectError(decode(w, [](WelcomeT0* t) { t->pci_bus_id[2] = '\n'; }),
+              "byte 0x0a at 2 (not printable)");
+  // Without T0 every byte of the section is zero.
+  Welcome none = w;
+  none.t0_bytes = 0;
+  ExpectError(decode(none), "no T0 (t0_bytes 0) but the T0 section is not all zero");
+  none = w;
+  none.t0_bytes = none.t0_slot_bytes = none.t0_slots = 0;
+  none.t0_pci_bus_id.clear();
+  ASSERT_TRUE(decode(none).ok());
+  ExpectError(decode(none, [](WelcomeT0* t) { t->ipc_handle[63] = 1; }), "not all zero");
 }
 
 TEST(MalformedFrameTest, ErrorFrameLengthsMustAgree) {
