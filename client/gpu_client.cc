@@ -37,7 +37,7 @@ absl::Status CheckShapes(size_t keys, size_t blocks, const PagedKvCache& cache) 
 // ---- GpuClient ----
 
 GpuClient::GpuClient(Client* client, const GpuClientOptions& options)
-    : client_(client), options_(options) {}
+    : client_(client), options_(options), t0_reads_(options.t0_reads) {}
 
 absl::StatusOr<std::unique_ptr<GpuClient>> GpuClient::Create(Client* client,
                                                              const GpuClientOptions& options) {
@@ -61,10 +61,39 @@ absl::Status GpuClient::Init() {
   }
   KVTIER_ASSIGN_OR_RETURN(void* dev, gpu::DevicePointerOf(base));
   t1_device_ = static_cast<std::byte*>(dev);
+  return OpenT0();
+}
+
+// T0 is an optimisation: when it is elsewhere or its handle does not open, gets read T1 (said in
+// the log); only a runtime failure to answer which device has T0's bus id is an error.
+absl::Status GpuClient::OpenT0() {
+  const std::optional<T0Info> t0 = client_->t0();
+  if (!t0) return absl::OkStatus();
+  absl::StatusOr<int> device = gpu::DeviceByPciBusId(t0->pci_bus_id);
+  if (!device.ok() && device.status().code() != absl::StatusCode::kNotFound) {
+    return device.status();
+  }
+  if (!device.ok() || *device != options_.device) {
+    KVTIER_LOG(kInfo, "client", "kvtierd's T0 is on GPU {}, not on GPU {}: reading T1 only",
+               t0->pci_bus_id, options_.device);
+    return absl::OkStatus();
+  }
+  static_assert(gpu::kIpcHandleBytes == protocol::kT0IpcHandleBytes);
+  gpu::IpcHandle handle;
+  handle.bytes = t0->ipc_handle;
+  absl::StatusOr<void*> opened = gpu::OpenIpc(handle);  // options_.device is current (Init)
+  if (!opened.ok()) {
+    KVTIER_LOG(kWarn, "client", "cannot open kvtierd's T0 on GPU {} ({}): reading T1 only: {}",
+               options_.device, t0->pci_bus_id, std::string(opened.status().message()));
+    return absl::OkStatus();
+  }
+  t0_device_ = static_cast<std::byte*>(*opened);
+  t0_slot_bytes_ = t0->slot_bytes;
   return absl::OkStatus();
 }
 
 GpuClient::~GpuClient() {
+  if (t0_device_ != nullptr) (void)gpu::CloseIpc(t0_device_);
   for (std::byte* p : registered_) (void)gpu::HostUnregister(p);
 }
 
@@ -83,11 +112,61 @@ std::vector<void*> GpuClient::PayloadPointers(absl::Span<const uint32_t> slots) 
 absl::Status GpuClient::Enqueue(const PagedKvCache& cache, KvCopyDirection direction,
                                 absl::Span<const int32_t> engine_blocks,
                                 absl::Span<const uint32_t> slots, gpu::StreamHandle stream) {
-  if (slots.empty()) return absl::OkStatus();
-  const std::vector<void*> payloads = PayloadPointers(slots);
+  return EnqueuePayloads(cache, direction, engine_blocks, PayloadPointers(slots), stream);
+}
+
+// Payloads may be in T1 (mapped host memory) and T0 (device memory) at once: both the DMA path
+// and the kernel take any device-visible address.
+absl::Status GpuClient::EnqueuePayloads(const PagedKvCache& cache, KvCopyDirection direction,
+                                        absl::Span<const int32_t> engine_blocks,
+                                        const std::vector<void*>& payloads,
+                                        gpu::StreamHandle stream) {
+  if (payloads.empty()) return absl::OkStatus();
   return copier_->Copy(
       cache, direction, std::span<const int32_t>(engine_blocks.data(), engine_blocks.size()),
       std::span<void* const>(payloads.data(), payloads.size()), PathFor(cache), stream);
+}
+
+absl::StatusOr<GpuClient::Leased> GpuClient::Lease(absl::Span<const BlockKey> keys) {
+  const T0Reads mode = t0_device_ == nullptr ? T0Reads::kNever : t0_reads_;
+  if (mode == T0Reads::kWhenPresent) return LeaseWherePresent(keys);
+  Leased out;
+  out.from_t0.assign(keys.size(), mode == T0Reads::kAlways);
+  KVTIER_ASSIGN_OR_RETURN(out.got,
+                          client_->Get(keys, mode == T0Reads::kAlways ? Tier::kT0 : Tier::kT1));
+  return out;
+}
+
+absl::StatusOr<GpuClient::Leased> GpuClient::LeaseWherePresent(absl::Span<const BlockKey> keys) {
+  KVTIER_ASSIGN_OR_RETURN(LookupResult where, client_->Lookup(keys));
+  Leased out;
+  out.from_t0.resize(keys.size());
+  std::vector<BlockKey> group[2];  // [0] from T1, [1] from T0
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.from_t0[i] = i < where.hit_blocks && (where.tiers[i] & (1u << int(Tier::kT0))) != 0;
+    group[out.from_t0[i]].push_back(keys[i]);
+  }
+  std::vector<BlockResult> got[2];
+  for (int g : {1, 0}) {
+    if (group[g].empty()) continue;
+    absl::StatusOr<std::vector<BlockResult>> r = client_->Get(group[g], g ? Tier::kT0 : Tier::kT1);
+    if (!r.ok()) {
+      std::vector<BlockKey> leased;  // the T0 group's, when the T1 get failed
+      for (size_t j = 0; j < got[1].size(); ++j) {
+        if (CodeOf(got[1][j]) == BlockCode::kOk) leased.push_back(group[1][j]);
+      }
+      if (!leased.empty()) (void)client_->Release(leased);
+      return r.status();
+    }
+    got[g] = std::move(*r);
+  }
+  size_t next[2] = {0, 0};
+  out.got.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const int g = out.from_t0[i];
+    out.got.push_back(got[g][next[g]++]);
+  }
+  return out;
 }
 
 absl::StatusOr<GpuTransfer> GpuClient::GetIntoCache(absl::Span<const BlockKey> keys,
@@ -96,7 +175,8 @@ absl::StatusOr<GpuTransfer> GpuClient::GetIntoCache(absl::Span<const BlockKey> k
                                                     gpu::StreamHandle stream) {
   KVTIER_RETURN_IF_ERROR(CheckShapes(keys.size(), engine_blocks.size(), cache));
   KVTIER_ASSIGN_OR_RETURN(gpu::Event event, gpu::Event::Create());
-  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> got, client_->Get(keys));
+  KVTIER_ASSIGN_OR_RETURN(Leased leased, Lease(keys));
+  const std::vector<BlockResult>& got = leased.got;
   GpuTransfer t(this, GpuTransfer::Kind::kGet, std::move(event));
   t.codes_.assign(keys.size(), BlockCode::kMissing);
   t.payload_bytes_ = static_cast<uint32_t>(cache.payload_bytes());
@@ -106,19 +186,24 @@ absl::StatusOr<GpuTransfer> GpuClient::GetIntoCache(absl::Span<const BlockKey> k
     ++hits;
   }
   std::vector<BlockKey> unused;
+  std::vector<void*> payloads;
   for (size_t i = 0; i < got.size(); ++i) {
     if (i < hits) {
       t.keys_.push_back(keys[i]);
       t.slots_.push_back(got[i].slot);
       t.copied_index_.push_back(i);
+      const uint64_t slot = got[i].slot;
+      payloads.push_back(leased.from_t0[i] ? t0_device_ + slot * t0_slot_bytes_
+                                           : t1_device_ + slot * client_->slot_bytes());
+      t.t0_copied_ += leased.from_t0[i] ? 1 : 0;
     } else {
       t.codes_[i] = CodeOf(got[i]) == BlockCode::kOk ? BlockCode::kMissing : CodeOf(got[i]);
       if (CodeOf(got[i]) == BlockCode::kOk) unused.push_back(keys[i]);  // past the first miss
     }
   }
   if (!unused.empty()) KVTIER_RETURN_IF_ERROR(client_->Release(unused).status());
-  absl::Status st = Enqueue(cache, KvCopyDirection::kPayloadToCache, engine_blocks.subspan(0, hits),
-                            t.slots_, stream);
+  absl::Status st = EnqueuePayloads(cache, KvCopyDirection::kPayloadToCache,
+                                    engine_blocks.subspan(0, hits), payloads, stream);
   if (st.ok()) st = t.event_.Record(stream);
   if (!st.ok()) {
     (void)client_->Release(t.keys_);
@@ -222,6 +307,7 @@ GpuTransfer::GpuTransfer(GpuTransfer&& o) noexcept
       copied_index_(std::move(o.copied_index_)),
       payload_bytes_(o.payload_bytes_),
       copied_(o.copied_),
+      t0_copied_(o.t0_copied_),
       finished_(std::exchange(o.finished_, true)),
       finish_status_(std::move(o.finish_status_)) {}
 

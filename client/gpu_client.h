@@ -20,6 +20,19 @@
 // T1 is reached by DMA (or by the kernel through mapped memory): Create registers this process's
 // mapping of T1 with the GPU runtime (about 0.04 s per GiB on an H100 host).
 //
+// T0. When the daemon keeps a T0 on this client's GPU (Client::t0()'s PCI bus id names
+// options.device), Create opens T0's IPC handle (gpu::OpenIpc; closed by the destructor), and gets
+// may copy device-to-device from T0 slots instead of host-to-device from T1, as t0_reads says:
+//   - kWhenPresent (default): a Lookup first; blocks that are in T0 are leased from T0 (a tier-0
+//     get), the rest from T1 as without T0. Costs one more round trip; saves the PCIe copy of
+//     every block already on the GPU.
+//   - kAlways: every block is leased from T0; the daemon promotes T1 -> T0 (and T2 -> T1 -> T0)
+//     first, so later gets find the blocks on the GPU.
+//   - kNever: T1 only.
+// Either way only the leading run of hits is copied, one GpuTransfer covers both tiers and its
+// Wait releases every lease. Without a T0 on this GPU (none, another GPU, or the handle did not
+// open: logged) every mode reads T1. Whoever maps T0 can read and write all of it, as with T1.
+//
 // Thread-safety: one thread at a time per GpuClient (it owns one KvCopier); the Client it wraps may
 // be shared. A GpuTransfer must be waited or destroyed before its GpuClient.
 #pragma once
@@ -55,8 +68,9 @@ class GpuTransfer {
   absl::StatusOr<std::vector<protocol::BlockCode>> Wait();
   // Recorded on the engine's stream after the copies.
   gpu::EventHandle event() const { return event_.handle(); }
-  // Blocks whose copies were enqueued.
+  // Blocks whose copies were enqueued, and how many of those come from T0.
   size_t copied_blocks() const { return copied_; }
+  size_t t0_blocks() const { return t0_copied_; }
 
  private:
   friend class GpuClient;
@@ -83,12 +97,17 @@ class GpuTransfer {
   std::vector<size_t> copied_index_;        // codes_ index of each copied block
   uint32_t payload_bytes_ = 0;
   size_t copied_ = 0;
+  size_t t0_copied_ = 0;
   bool finished_ = false;
   absl::Status finish_status_;
 };
 
+// Where GetIntoCache reads blocks from when the daemon has a T0 on this GPU (gpu_client.h top).
+enum class T0Reads { kNever = 0, kWhenPresent = 1, kAlways = 2 };
+
 struct GpuClientOptions {
   int device = 0;  // the engine's GPU (its cache and streams live there)
+  T0Reads t0_reads = T0Reads::kWhenPresent;
   // A put checksums its payloads in T1 once their copies land, on up to this many threads, a
   // chunk of blocks per thread as each chunk's copies complete (so hashing overlaps the DMA).
   int hash_threads = 8;
@@ -118,13 +137,30 @@ class GpuClient {
                                            const std::optional<BlockKey>& parent = std::nullopt);
 
   Client* client() const { return client_; }
+  // True when T0 is mapped here (the daemon has one on this GPU and its handle opened).
+  bool t0_mapped() const { return t0_device_ != nullptr; }
+  // For gets from now on.
+  void set_t0_reads(T0Reads mode) { t0_reads_ = mode; }
+  T0Reads t0_reads() const { return t0_reads_; }
 
  private:
   friend class GpuTransfer;
   GpuClient(Client* client, const GpuClientOptions& options);
   absl::Status Init();
+  absl::Status OpenT0();
+  // Leases keys from T0 and/or T1 as t0_reads_ says: one result per key, and per key whether
+  // its slot is a T0 slot. On error no lease is left held.
+  struct Leased {
+    std::vector<protocol::BlockResult> got;
+    std::vector<bool> from_t0;
+  };
+  absl::StatusOr<Leased> Lease(absl::Span<const BlockKey> keys);
+  absl::StatusOr<Leased> LeaseWherePresent(absl::Span<const BlockKey> keys);
   KvCopyPath PathFor(const PagedKvCache& cache) const;
   std::vector<void*> PayloadPointers(absl::Span<const uint32_t> slots) const;
+  absl::Status EnqueuePayloads(const PagedKvCache& cache, KvCopyDirection direction,
+                               absl::Span<const int32_t> engine_blocks,
+                               const std::vector<void*>& payloads, gpu::StreamHandle stream);
   // A put's copies, cut into chunks that each end with an event (GpuTransfer::Chunk).
   absl::Status EnqueueChunks(const PagedKvCache& cache, absl::Span<const int32_t> blocks,
                              gpu::StreamHandle stream, GpuTransfer* t);
@@ -137,6 +173,9 @@ class GpuClient {
   std::unique_ptr<KvCopier> copier_;
   std::byte* t1_device_ = nullptr;      // device-side address of this process's T1 mapping
   std::vector<std::byte*> registered_;  // chunk starts registered with the runtime
+  std::byte* t0_device_ = nullptr;      // this process's mapping of T0 (OpenIpc), or null
+  uint32_t t0_slot_bytes_ = 0;
+  T0Reads t0_reads_;
 };
 
 }  // namespace kvtier::client

@@ -77,10 +77,14 @@ absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
 
 namespace {
 
-// One request whose answer is a BlockResult per item. Precondition: impl.mu held.
+// One request whose answer is a BlockResult per item. Precondition: impl.mu held. Slots are
+// checked against the tier they name: T0 for a tier-0 get, T1 otherwise.
 absl::StatusOr<std::vector<BlockResult>> BlockResultsCall(Client::Impl& impl,
                                                           const Client::Impl::Call& call) {
-  const protocol::SessionLimits limits{impl.welcome.t1_slots, impl.welcome.t1_slot_bytes};
+  const bool t0 = call.op == Op::kGet && call.tier == static_cast<uint8_t>(Tier::kT0);
+  const protocol::SessionLimits limits =
+      t0 ? protocol::SessionLimits{impl.welcome.t0_slots, impl.welcome.t0_slot_bytes}
+         : protocol::SessionLimits{impl.welcome.t1_slots, impl.welcome.t1_slot_bytes};
   protocol::Request sent;
   KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl.Do(call, &sent));
   std::vector<BlockResult> out;
@@ -89,14 +93,16 @@ absl::StatusOr<std::vector<BlockResult>> BlockResultsCall(Client::Impl& impl,
   return out;
 }
 
+// `tier` is the tier a kGet reads from (ignored for other ops).
 absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
-                                                  absl::Span<const BlockKey> keys) {
+                                                  absl::Span<const BlockKey> keys,
+                                                  Tier tier = Tier::kT1) {
   std::vector<BlockResult> out;
   const absl::Status chunked =
       (Chunked(keys.size(), impl.welcome.max_batch, [&](size_t off, size_t n) {
         const auto chunk = keys.subspan(off, n);
         Client::Impl::Call call{op, static_cast<uint32_t>(n),
-                                static_cast<uint8_t>(op == Op::kGet ? 1 : 0),
+                                static_cast<uint8_t>(op == Op::kGet ? tier : Tier::kT0),
                                 [&](protocol::ArenaView a, protocol::ArenaRange r) {
                                   protocol::WriteKeys(a, r, chunk);
                                 }};
@@ -111,8 +117,19 @@ absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
 }  // namespace
 
 absl::StatusOr<std::vector<BlockResult>> Client::Get(absl::Span<const BlockKey> keys) {
+  return Get(keys, Tier::kT1);
+}
+
+absl::StatusOr<std::vector<BlockResult>> Client::Get(absl::Span<const BlockKey> keys, Tier tier) {
+  if (tier == Tier::kT0 && impl_->welcome.t0_bytes == 0) {
+    return absl::FailedPreconditionError("a get from T0, but kvtierd has no T0");
+  }
+  if (tier != Tier::kT0 && tier != Tier::kT1) {
+    return absl::InvalidArgumentError(
+        fmt::format("a get reads from T0 or T1, not {}", TierName(tier)));
+  }
   auto lock = impl_->Lock();
-  return KeysCall(*impl_, Op::kGet, keys);
+  return KeysCall(*impl_, Op::kGet, keys, tier);
 }
 
 absl::StatusOr<std::vector<BlockResult>> Client::Release(absl::Span<const BlockKey> keys) {
@@ -228,5 +245,11 @@ uint32_t Client::slot_bytes() const { return impl_->welcome.t1_slot_bytes; }
 std::byte* Client::t1_base() const { return impl_->t1; }
 uint64_t Client::t1_bytes() const { return impl_->welcome.t1_bytes; }
 uint64_t Client::session_id() const { return impl_->welcome.session_id; }
+
+std::optional<T0Info> Client::t0() const {
+  const protocol::Welcome& w = impl_->welcome;
+  if (w.t0_bytes == 0) return std::nullopt;
+  return T0Info{w.t0_bytes, w.t0_slot_bytes, w.t0_slots, w.t0_pci_bus_id, w.t0_ipc_handle};
+}
 
 }  // namespace kvtier::client

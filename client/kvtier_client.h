@@ -12,9 +12,10 @@
 // is not cached).
 //
 // Data. The client maps the daemon's T1 segment and copies between its own buffers and T1 slots
-// (host memory here; GPU buffers come with the GPU issue). Put is two-phase: slots are reserved,
-// filled, then committed with their XXH3 checksums, so nobody ever reads a half-written block.
-// A block someone else stored first is skipped (kAlreadyPresent), so a prefix is stored once.
+// (host memory here; GpuClient (gpu_client.h) moves blocks between T1 or T0 and GPU memory). Put is
+// two-phase: slots are reserved, filled, then committed with their XXH3 checksums, so nobody ever
+// reads a half-written block. A block someone else stored first is skipped (kAlreadyPresent), so a
+// prefix is stored once.
 //
 // Leases. Get leases blocks; their slots stay valid and unchanged until Release (GetInto
 // releases by itself). When the client closes or its process dies, the daemon gives back every
@@ -27,6 +28,7 @@
 // connection (open several clients for parallelism).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,6 +60,17 @@ struct ClientOptions {
   int timeout_ms = 60 * 1000;  // a request unanswered this long: DeadlineExceeded
 };
 
+// The daemon's GPU tier, as its Welcome describes it (wire_format.h WelcomeT0). A client on the
+// same GPU (by PCI bus id) may open `ipc_handle` with gpu::OpenIpc; T0 slot i is then at
+// opened_base + i * slot_bytes. Whoever maps T0 can read and write all of it, as with T1.
+struct T0Info {
+  uint64_t bytes = 0;
+  uint32_t slot_bytes = 0;
+  uint32_t slots = 0;
+  std::string pci_bus_id;  // as gpu::DeviceInfo::pci_bus_id gives it
+  std::array<uint8_t, protocol::kT0IpcHandleBytes> ipc_handle{};  // a gpu::IpcHandle's bytes
+};
+
 struct LookupResult {
   size_t hit_blocks = 0;        // the longest prefix of the keys cached in some tier
   std::vector<TierMask> tiers;  // tiers[i] for i < hit_blocks: where block i is
@@ -80,6 +93,10 @@ class Client {
   // Leases each block, promoting it into T1 as needed; one result per key (kOk: `slot` and
   // `payload_bytes` are valid until Release of that key).
   absl::StatusOr<std::vector<protocol::BlockResult>> Get(absl::Span<const BlockKey> keys);
+  // The same from `tier`: Tier::kT1 is Get(keys); Tier::kT0 leases each block in T0 (the daemon
+  // promotes into it as needed) and `slot` is a T0 slot (FailedPrecondition without a T0).
+  absl::StatusOr<std::vector<protocol::BlockResult>> Get(absl::Span<const BlockKey> keys,
+                                                         Tier tier);
   absl::StatusOr<std::vector<protocol::BlockResult>> Release(absl::Span<const BlockKey> keys);
   // Copies the leading run of blocks that Get found into `destinations` (each at least as large as
   // its block's payload), releases every lease it took, and returns how many were copied.
@@ -112,6 +129,8 @@ class Client {
   std::byte* t1_base() const;
   uint64_t t1_bytes() const;
   uint64_t session_id() const;
+  // The daemon's T0, or nullopt when it has none.
+  std::optional<T0Info> t0() const;
 
   class Impl;
 

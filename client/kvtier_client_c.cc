@@ -205,6 +205,23 @@ int kvtier_gpu_open(kvtier_client* client, int device, int path, kvtier_gpu** ou
 
 void kvtier_gpu_close(kvtier_gpu* gpu) { delete gpu; }
 
+int kvtier_gpu_set_t0_reads(kvtier_gpu* gpu, int mode) {
+  if (int e = Check(gpu, "gpu"); e) return e;
+  if (mode < KVTIER_T0_READS_NEVER || mode > KVTIER_T0_READS_ALWAYS) {
+    return Fail(
+        absl::InvalidArgumentError("mode must be KVTIER_T0_READS_NEVER, _WHEN_PRESENT or _ALWAYS"));
+  }
+  static_assert(KVTIER_T0_READS_WHEN_PRESENT ==
+                static_cast<int>(kvtier::client::T0Reads::kWhenPresent));
+  static_assert(KVTIER_T0_READS_ALWAYS == static_cast<int>(kvtier::client::T0Reads::kAlways));
+  gpu->impl->set_t0_reads(static_cast<kvtier::client::T0Reads>(mode));
+  return 0;
+}
+
+int kvtier_gpu_t0_mapped(const kvtier_gpu* gpu) {
+  return gpu != nullptr && gpu->impl->t0_mapped() ? 1 : 0;
+}
+
 int kvtier_gpu_get(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvtier_kv_cache* cache,
                    const int32_t* engine_blocks, void* stream, kvtier_gpu_transfer** out) {
   if (int e = Check(gpu, "gpu") + Check(out, "out"); e) return e;

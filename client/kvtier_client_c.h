@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define KVTIER_C_ABI_VERSION 2 /* 2: GPU transfers (kvtier_gpu_*) */
+#define KVTIER_C_ABI_VERSION 3 /* 2: GPU transfers (kvtier_gpu_*); 3: kvtier_gpu_set_t0_reads */
 
 /* Per-block outcomes (docs/protocol.md "Block codes"). */
 enum {
@@ -140,6 +140,16 @@ typedef struct {
  * path: KVTIER_PATH_AUTO (DMA when pieces are contiguous, else the kernel), _DMA or _KERNEL. */
 int kvtier_gpu_open(kvtier_client* client, int device, int path, kvtier_gpu** out);
 void kvtier_gpu_close(kvtier_gpu* gpu);
+
+/* Where kvtier_gpu_get reads blocks from when kvtierd keeps a T0 on this GPU (GpuClient T0Reads):
+ * _WHEN_PRESENT (what kvtier_gpu_open sets) leases blocks already in T0 from there and the rest
+ * from T1; _ALWAYS leases every block from T0 (kvtierd promotes it there first); _NEVER reads T1
+ * only. T0 blocks are copied device-to-device. Without a T0 on this GPU every mode reads T1. */
+enum { KVTIER_T0_READS_NEVER = 0, KVTIER_T0_READS_WHEN_PRESENT = 1, KVTIER_T0_READS_ALWAYS = 2 };
+/* For gets from now on; code 3 (invalid argument) for a mode not above. */
+int kvtier_gpu_set_t0_reads(kvtier_gpu* gpu, int mode);
+/* 1 when kvtierd's T0 is mapped for this GPU client (same GPU, IPC handle opened), else 0. */
+int kvtier_gpu_t0_mapped(const kvtier_gpu* gpu);
 /* Leases keys[0, n) and enqueues copies of the leading run of hits into engine blocks
  * engine_blocks[0, hits) on `stream` (a cudaStream_t / hipStream_t; NULL = default stream). */
 int kvtier_gpu_get(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvtier_kv_cache* cache,

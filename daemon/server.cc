@@ -18,6 +18,8 @@
 #include "client/protocol/region_layout.h"
 #include "common/errno_text.h"
 #include "common/log.h"
+#include "kernels/gpu_runtime.h"
+#include "tiers/device_tier.h"
 
 namespace kvtier {
 namespace {
@@ -60,6 +62,8 @@ class Server::Impl {
   Impl(const ServerOptions& options, Service& service)
       : options_(options), service_(service), acceptor_(io_), guard_(io_.get_executor()) {}
   absl::Status Bind();
+  // Fills t0_ from the service's T0 (when it has one), once: every Welcome carries it.
+  absl::Status DescribeT0();
   void Run() {
     Accept();
     thread_ = std::thread([this] { io_.run(); });
@@ -87,7 +91,34 @@ class Server::Impl {
   uint64_t next_id_ = 1;                                         // io thread only
   std::atomic<size_t> clients_{0};
   bool stopped_ = false;
+  protocol::Welcome t0_;  // only its t0_* fields: what every Welcome says about T0
 };
+
+absl::Status Server::Impl::DescribeT0() {
+  const DeviceTier* t0 = service_.tiers().t0();
+  if (t0 == nullptr) return absl::OkStatus();
+  // GetDeviceInfo makes the device current on this thread, which is harmless: the server thread
+  // never touches a GPU, and the tier manager set its own device on its own threads.
+  absl::StatusOr<gpu::DeviceInfo> info = gpu::GetDeviceInfo(t0->device());
+  if (!info.ok()) {
+    return absl::Status(info.status().code(), fmt::format("T0 on GPU {}: {}", t0->device(),
+                                                          std::string(info.status().message())));
+  }
+  if (info->pci_bus_id.empty() || info->pci_bus_id.size() >= protocol::kPciBusIdBytes) {
+    return absl::InternalError(
+        fmt::format("T0 on GPU {}: PCI bus id '{}' does not fit the Welcome's {} bytes",
+                    t0->device(), info->pci_bus_id, protocol::kPciBusIdBytes));
+  }
+  static_assert(gpu::kIpcHandleBytes == protocol::kT0IpcHandleBytes);
+  t0_.t0_bytes = t0->size();
+  t0_.t0_slot_bytes = t0->slot_bytes();
+  t0_.t0_slots = t0->capacity_slots();
+  t0_.t0_pci_bus_id = info->pci_bus_id;
+  t0_.t0_ipc_handle = t0->ipc_handle().bytes;
+  KVTIER_LOG(kInfo, "server", "clients on GPU {} ({}) may map T0: {} slots of {} bytes",
+             t0->device(), info->pci_bus_id, t0_.t0_slots, t0_.t0_slot_bytes);
+  return absl::OkStatus();
+}
 
 absl::Status Server::Impl::Bind() {
   const std::string& path = options_.socket_path;
@@ -250,9 +281,13 @@ absl::Status Server::Impl::Welcome(const std::shared_ptr<Handshake>& h,
   KVTIER_ASSIGN_OR_RETURN(protocol::EventFd daemon_bell, protocol::EventFd::Create());
   KVTIER_ASSIGN_OR_RETURN(protocol::EventFd client_bell, protocol::EventFd::Create());
   const HostTier& t1 = service_.tiers().t1();
-  const protocol::Welcome welcome{session->id(),           t1.size(),
-                                  t1.slot_bytes(),         t1.capacity_slots(),
-                                  protocol::kMaxBatchKeys, layout};
+  protocol::Welcome welcome = t0_;
+  welcome.session_id = session->id();
+  welcome.t1_bytes = t1.size();
+  welcome.t1_slot_bytes = t1.slot_bytes();
+  welcome.t1_slots = t1.capacity_slots();
+  welcome.max_batch = protocol::kMaxBatchKeys;
+  welcome.layout = layout;
   const int fds[] = {t1.fd(), region->fd(), daemon_bell.fd(), client_bell.fd()};
   KVTIER_RETURN_IF_ERROR(
       protocol::SendFrame(h->socket.native_handle(), protocol::EncodeWelcome(welcome), fds));
@@ -327,6 +362,7 @@ void Server::Impl::Stop() {
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       Service& service) {
   auto impl = std::make_unique<Impl>(options, service);
+  KVTIER_RETURN_IF_ERROR(impl->DescribeT0());
   KVTIER_RETURN_IF_ERROR(impl->Bind());
   impl->Run();
   return std::unique_ptr<Server>(new Server(std::move(impl)));

@@ -92,6 +92,18 @@ absl::StatusOr<DeviceInfo> GetDeviceInfo(int ordinal) {
   return info;
 }
 
+absl::StatusOr<int> DeviceByPciBusId(const std::string& pci_bus_id) {
+  int ordinal = -1;
+  const cudaError_t err = cudaDeviceGetByPCIBusId(&ordinal, pci_bus_id.c_str());
+  // An id that names no visible device (or is not an id) is an answer, not a runtime failure.
+  if (err == cudaErrorInvalidDevice || err == cudaErrorInvalidValue) {
+    (void)cudaGetLastError();
+    return absl::NotFoundError(fmt::format("no visible GPU has PCI bus id '{}'", pci_bus_id));
+  }
+  KVTIER_RETURN_IF_ERROR(Check(err, "cudaDeviceGetByPCIBusId"));
+  return ordinal;
+}
+
 absl::StatusOr<void*> DeviceAlloc(size_t bytes) {
   void* p = nullptr;
   KVTIER_RETURN_IF_ERROR(

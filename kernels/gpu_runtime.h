@@ -50,6 +50,10 @@ struct DeviceInfo {
 };
 // Sets `ordinal` current on the calling thread, then reads its properties.
 absl::StatusOr<DeviceInfo> GetDeviceInfo(int ordinal);
+// The ordinal, in this process's numbering, of the device with PCI bus id `pci_bus_id` (the form
+// DeviceInfo::pci_bus_id gives; another process may number the same device differently).
+// NotFound when no visible device has that bus id.
+absl::StatusOr<int> DeviceByPciBusId(const std::string& pci_bus_id);
 
 // Device memory on the current device. DeviceFree(nullptr) is a no-op.
 absl::StatusOr<void*> DeviceAlloc(size_t bytes);

@@ -23,6 +23,7 @@ absl::StatusOr<int> DeviceCount() { return NoBackend(); }
 absl::Status SetDevice(int) { return NoBackend(); }
 absl::StatusOr<int> CurrentDevice() { return NoBackend(); }
 absl::StatusOr<DeviceInfo> GetDeviceInfo(int) { return NoBackend(); }
+absl::StatusOr<int> DeviceByPciBusId(const std::string&) { return NoBackend(); }
 absl::StatusOr<void*> DeviceAlloc(size_t) { return NoBackend(); }
 absl::Status DeviceFree(void* p) { return p ? NoBackend() : absl::OkStatus(); }
 absl::StatusOr<void*> PinnedAlloc(size_t) { return NoBackend(); }

@@ -37,6 +37,8 @@
 #define cudaErrorNotReady hipErrorNotReady
 #define cudaErrorNoDevice hipErrorNoDevice
 #define cudaErrorInsufficientDriver hipErrorInsufficientDriver
+#define cudaErrorInvalidDevice hipErrorInvalidDevice
+#define cudaErrorInvalidValue hipErrorInvalidValue
 #define cudaStream_t hipStream_t
 #define cudaEvent_t hipEvent_t
 #define cudaIpcMemHandle_t hipIpcMemHandle_t
@@ -66,6 +68,7 @@
 #define cudaSetDevice hipSetDevice
 #define cudaDeviceGetAttribute hipDeviceGetAttribute
 #define cudaDeviceGetPCIBusId hipDeviceGetPCIBusId
+#define cudaDeviceGetByPCIBusId hipDeviceGetByPCIBusId
 #define cudaGetDeviceProperties hipGetDeviceProperties
 #define cudaDeviceSynchronize hipDeviceSynchronize
 #define cudaMemGetInfo hipMemGetInfo

@@ -99,8 +99,8 @@ absl::Status CheckWelcomeT0(const WelcomeT0& t) {
   const char* id = t.pci_bus_id;
   const size_t len = strnlen(id, kPciBusIdBytes);
   if (len == 0 || len == kPciBusIdBytes) {
-    return Invalid(fmt::format("welcome: T0 PCI bus id is {}",
-                               len == 0 ? "empty" : "not NUL-terminated"));
+    return Invalid(
+        fmt::format("welcome: T0 PCI bus id is {}", len == 0 ? "empty" : "not NUL-terminated"));
   }
   for (size_t i = 0; i < kPciBusIdBytes; ++i) {
     const unsigned char c = static_cast<unsigned char>(id[i]);

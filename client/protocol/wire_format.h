@@ -113,7 +113,7 @@ static_assert(offsetof(WelcomePayload, layout) == 32);
 // has no T0. Otherwise T0 is one device allocation of t0_bytes on the GPU named by pci_bus_id,
 // cut into t0_slots slots of t0_slot_bytes: a client on the same GPU opens ipc_handle (CUDA/HIP
 // IPC, gpu::OpenIpc) and finds slot i at opened_base + i * t0_slot_bytes. No fd comes with it.
-inline constexpr size_t kPciBusIdBytes = 32;      // "0000:3b:00.0", NUL-terminated and -padded
+inline constexpr size_t kPciBusIdBytes = 32;     // "0000:3b:00.0", NUL-terminated and -padded
 inline constexpr size_t kT0IpcHandleBytes = 64;  // gpu::kIpcHandleBytes
 struct WelcomeT0 {
   uint64_t t0_bytes;       // size of the T0 pool; 0 = no T0 (and every field below is 0)

@@ -1,4 +1,4 @@
-"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 2).
+"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 3).
 
 The structs and prototypes below mirror that header field for field; change them together.
 The library is found and loaded lazily by load(), so importing the package never fails for want
@@ -15,7 +15,7 @@ from typing import List, Optional
 
 from ._types import LibraryNotFoundError
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 LIBRARY_NAME = "libkvtier.so"
 
 
@@ -107,6 +107,8 @@ _PROTOTYPES = {
     "kvtier_slot_bytes": (_c.c_uint32, [_c.c_void_p]),
     "kvtier_gpu_open": (_c.c_int, [_c.c_void_p, _c.c_int, _c.c_int, _P(_c.c_void_p)]),
     "kvtier_gpu_close": (None, [_c.c_void_p]),
+    "kvtier_gpu_set_t0_reads": (_c.c_int, [_c.c_void_p, _c.c_int]),
+    "kvtier_gpu_t0_mapped": (_c.c_int, [_c.c_void_p]),
     "kvtier_gpu_get": (_c.c_int, [
         _c.c_void_p, _P(Key), _c.c_size_t, _P(KvCache), _P(_c.c_int32), _c.c_void_p,
         _P(_c.c_void_p)]),

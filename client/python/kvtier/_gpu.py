@@ -18,6 +18,8 @@ from ._buffers import Tokens
 from ._types import BlockCode, KvtierError, block_code
 
 PATHS = {"auto": 0, "dma": 1, "kernel": 2}
+# KVTIER_T0_READS_*: where get() reads blocks from when kvtierd keeps a T0 on this GPU.
+T0_READS = {"never": 0, "when_present": 1, "always": 2}
 
 
 def _stream_handle(stream: Any) -> Optional[int]:
@@ -140,16 +142,43 @@ class GpuTransfer:
 
 
 class GpuClient:
-    """GPU transfers for one kvtier.Client on one device (path: 'auto', 'dma' or 'kernel')."""
+    """GPU transfers for one kvtier.Client on one device (path: 'auto', 'dma' or 'kernel').
 
-    def __init__(self, client: Any, device: int = 0, path: str = "auto") -> None:
+    t0_reads, when kvtierd keeps a T0 on this same GPU: 'when_present' (default) copies blocks
+    already in T0 device-to-device and the rest from T1; 'always' has kvtierd promote every block
+    into T0 first; 'never' reads T1 only. Without a T0 on this GPU, every mode reads T1."""
+
+    def __init__(self, client: Any, device: int = 0, path: str = "auto",
+                 t0_reads: str = "when_present") -> None:
         if path not in PATHS:
             raise ValueError(f"path: one of {sorted(PATHS)}, not {path!r}")
+        if t0_reads not in T0_READS:
+            raise ValueError(f"t0_reads: one of {sorted(T0_READS)}, not {t0_reads!r}")
         self._client, self._lib = client, client._lib
         handle = ctypes.c_void_p()
         client._check(self._lib.kvtier_gpu_open(client._live(), device, PATHS[path],
                                                 ctypes.byref(handle)))
         self._handle = handle.value
+        self.t0_reads = t0_reads
+
+    @property
+    def t0_reads(self) -> str:
+        """Where get() reads from (see the class docstring); settable."""
+        return self._t0_reads
+
+    @t0_reads.setter
+    def t0_reads(self, mode: str) -> None:
+        if mode not in T0_READS:
+            raise ValueError(f"t0_reads: one of {sorted(T0_READS)}, not {mode!r}")
+        if self._handle is None:
+            raise ValueError("kvtier: the GPU client is closed")
+        self._client._check(self._lib.kvtier_gpu_set_t0_reads(self._handle, T0_READS[mode]))
+        self._t0_reads = mode
+
+    @property
+    def t0_mapped(self) -> bool:
+        """True when kvtierd's T0 is on this GPU and mapped here (gets may read it)."""
+        return self._handle is not None and self._lib.kvtier_gpu_t0_mapped(self._handle) == 1
 
     def close(self) -> None:
         handle, self._handle = self._handle, None

@@ -69,6 +69,12 @@ class KvCacheLayoutTest(unittest.TestCase):
             kvtier.KvCache.from_vllm([t])
 
 
+class GpuClientArgumentsTest(unittest.TestCase):
+    def test_an_unknown_t0_reads_mode_is_refused_before_opening(self):
+        with self.assertRaisesRegex(ValueError, "t0_reads: one of"):
+            kvtier.GpuClient(object(), t0_reads="sometimes")
+
+
 def _torch_cuda():
     try:
         import torch  # noqa: F401 (only this test uses torch; the package never imports it)
