@@ -143,7 +143,7 @@ absl::StatusOr<GpuClient::Leased> GpuClient::LeaseWherePresent(absl::Span<const 
   out.from_t0.resize(keys.size());
   std::vector<BlockKey> group[2];  // [0] from T1, [1] from T0
   for (size_t i = 0; i < keys.size(); ++i) {
-    out.from_t0[i] = i < where.hit_blocks && (where.tiers[i] & (1u << int(Tier::kT0))) != 0;
+    out.from_t0[i] = i < where.hit_blocks && (where.tiers[i] & TierBit(Tier::kT0)) != 0;
     group[out.from_t0[i]].push_back(keys[i]);
   }
   std::vector<BlockResult> got[2];
