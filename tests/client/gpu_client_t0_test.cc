@@ -27,9 +27,9 @@ constexpr uint32_t kLayers = 4, kBlockTokens = 16, kHeads = 2, kHeadDim = 64, kE
 constexpr uint32_t kEngineBlocks = 48;
 constexpr uint32_t kBlocks = 12;  // per round
 
-const std::vector<std::string> kT1Flags = {"--t1.capacity_bytes", "64MiB", "--t1.slot_bytes",
-                                           "64KiB", "--t1.huge_pages", "off", "--t2.enabled",
-                                           "false"};
+const std::vector<std::string> kT1Flags = {
+    "--t1.capacity_bytes", "64MiB", "--t1.slot_bytes", "64KiB",
+    "--t1.huge_pages",     "off",   "--t2.enabled",    "false"};
 
 // An engine cache in device memory (vLLM layout) with a host mirror for the CPU reference.
 struct EngineCache {
@@ -98,7 +98,9 @@ class GpuClientT0Test : public ::testing::TestWithParam<KvCopyPath> {
   // overwrites the source at once, and returns the payloads the blocks must hold.
   std::vector<std::vector<std::byte>> PutRound(uint32_t round, std::vector<BlockKey>* keys) {
     std::vector<int32_t> from(kBlocks);
-    for (uint32_t i = 0; i < kBlocks; ++i) from[i] = int32_t((i * 7 + round * 5) % kEngineBlocks);
+    for (uint32_t i = 0; i < kBlocks; ++i) {
+      from[i] = static_cast<int32_t>((i * 7 + round * 5) % kEngineBlocks);
+    }
     std::vector<uint32_t> tokens(kBlocks * kBlockTokens);
     std::iota(tokens.begin(), tokens.end(), round * 100000u);
     *keys = client_->KeysFor(tokens);
@@ -122,7 +124,9 @@ class GpuClientT0Test : public ::testing::TestWithParam<KvCopyPath> {
   size_t GetAndCompare(T0Reads mode, const std::vector<BlockKey>& keys,
                        std::vector<std::vector<std::byte>>& want, uint32_t salt) {
     std::vector<int32_t> to(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) to[i] = int32_t((i * 11 + salt * 3 + 1) % kEngineBlocks);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      to[i] = static_cast<int32_t>((i * 11 + salt * 3 + 1) % kEngineBlocks);
+    }
     ZeroDestination();
     gpu_->set_t0_reads(mode);
     auto get = gpu_->GetIntoCache(keys, dst_.Device(), to, stream_.handle());
