@@ -83,6 +83,8 @@ TEST(BenchOptionsTest, ATraceReplaysAsMixedOps) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->op, BenchOp::kMixed);
   EXPECT_FALSE(Parse({"--trace", "t.jsonl", "--op", "put"}).ok());
+  EXPECT_FALSE(Parse({"--trace", "t.jsonl", "--op", "lookup"}).ok());  // not silently mixed
+  EXPECT_EQ(Parse({"--trace", "t.jsonl", "--op", "mixed"})->op, BenchOp::kMixed);
 }
 
 TEST(BenchOptionsTest, BadValuesAreRefusedNamingTheFlag) {
