@@ -1,6 +1,7 @@
 #include "tools/bench/ceilings.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include "common/mix.h"
 
 namespace kvtier::bench {
 namespace {
@@ -108,6 +111,77 @@ double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s
     });
   }
   for (std::thread& t : pool) t.join();
+  double total = 0;
+  for (double r : rates) total += r;
+  return total;
+}
+
+namespace {
+
+// A shared, faulted-in segment: what a client's T1 mapping is.
+struct SharedSegment {
+  std::byte* base = nullptr;
+  uint64_t bytes = 0;
+  ~SharedSegment() {
+    if (base != nullptr) ::munmap(base, bytes);
+  }
+};
+
+absl::Status MapShared(uint64_t bytes, SharedSegment* seg) {
+  const int fd = ::memfd_create("kvtier-bench-t1", MFD_CLOEXEC);
+  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    if (fd >= 0) ::close(fd);
+    return absl::InternalError("memfd for the T1-shaped memcpy ceiling");
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return absl::InternalError("mmap for the T1-shaped memcpy ceiling");
+  seg->base = static_cast<std::byte*>(p);
+  seg->bytes = bytes;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<double> MemcpyT1ShapedBandwidth(uint32_t threads, uint32_t block_bytes,
+                                               uint64_t region_bytes, double duration_s,
+                                               CopyDirection direction) {
+  SharedSegment seg;
+  KVTIER_RETURN_IF_ERROR(MapShared(region_bytes, &seg));
+  const uint64_t slots = region_bytes / block_bytes;
+  if (slots < threads) return absl::InvalidArgumentError("T1 holds fewer slots than threads");
+  std::vector<double> rates(threads, 0.0);
+  std::atomic<uint32_t> ready{0};
+  std::vector<std::thread> pool;
+  for (uint32_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      // This thread's part of the slots, in a shuffled order (splitmix-driven Fisher-Yates).
+      const uint64_t first = slots * t / threads, count = slots * (t + 1) / threads - first;
+      std::vector<uint64_t> order(count);
+      for (uint64_t i = 0; i < count; ++i) order[i] = first + i;
+      for (uint64_t i = count - 1; i > 0; --i) {
+        std::swap(order[i], order[SplitMix64Finalize(i * 0x9e3779b97f4a7c15ull + t) % (i + 1)]);
+      }
+      std::vector<std::byte> hot(block_bytes, std::byte{3});
+      ready.fetch_add(1);
+      while (ready.load() < threads) std::this_thread::yield();
+      const Clock::time_point start = Clock::now();
+      const Clock::time_point deadline =
+          start + std::chrono::nanoseconds(static_cast<int64_t>(duration_s * 1e9));
+      uint64_t n = 0;
+      for (uint64_t i = 0; Clock::now() < deadline; i = (i + 1) % count, ++n) {
+        std::byte* slot = seg.base + order[i] * block_bytes;
+        if (direction == CopyDirection::kIntoCold) {
+          std::memcpy(slot, hot.data(), block_bytes);
+        } else {
+          std::memcpy(hot.data(), slot, block_bytes);
+        }
+      }
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      rates[t] = static_cast<double>(n * block_bytes) / seconds;
+    });
+  }
+  for (std::thread& th : pool) th.join();
   double total = 0;
   for (double r : rates) total += r;
   return total;
