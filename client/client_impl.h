@@ -32,6 +32,15 @@ class Client::Impl {
   // (for the result readers). Precondition: the caller holds `mu` (Lock()) until it has read the
   // results out of the arena, which the next request reuses.
   absl::StatusOr<protocol::Completion> Do(const Call& call, protocol::Request* sent);
+  // Do in two halves, so that several requests can be in flight (a put commits each block while
+  // it copies the next): Submit sends the request with its arguments and results at
+  // `arena_offset` (8-aligned) and returns it in `*sent`; Finish waits for its completion.
+  // Requests complete in the order they were submitted, so they must be finished in that order,
+  // and the arena ranges of requests in flight must not overlap (ArenaBytes says how much each
+  // takes). Precondition: mu held from Submit to the reading of the last result.
+  absl::Status Submit(const Call& call, uint32_t arena_offset, protocol::Request* sent);
+  absl::StatusOr<protocol::Completion> Finish(const protocol::Request& sent);
+  static uint32_t ArenaBytes(const Call& call);
   std::unique_lock<std::recursive_mutex> Lock() { return std::unique_lock(mu); }
 
   const ClientOptions options;

@@ -200,26 +200,107 @@ absl::StatusOr<std::vector<BlockResult>> Client::PutCommit(
                                    }});
 }
 
+namespace {
+
+// Commits of one put chunk, sent while the chunk is still being copied: each group of about
+// kCommitGroupBytes of payload is committed as soon as its blocks are in their slots, so the
+// daemon verifies (and publishes) one group while this thread copies the next, instead of the
+// copies and the daemon's pass over the same bytes taking turns. Small blocks still go in one
+// commit per chunk. Precondition: impl.mu held for the pipeline's life.
+class CommitPipeline {
+ public:
+  static constexpr uint64_t kCommitGroupBytes = 1u << 20;
+  static constexpr uint32_t kMaxInFlight = 16;  // well under any ring (no ring can fill up)
+
+  CommitPipeline(Client::Impl& impl, absl::Span<BlockCode> codes)
+      : impl_(impl),
+        codes_(codes),
+        max_in_flight_(std::min({kMaxInFlight, impl.region->layout().sq_entries / 2,
+                                 impl.region->layout().cq_entries / 2})) {}
+
+  // Block `index` of the chunk is in its slot; `bytes` of payload.
+  absl::Status Add(size_t index, const protocol::PutCommitItem& item, uint64_t bytes) {
+    group_.push_back(item);
+    group_index_.push_back(index);
+    group_bytes_ += bytes;
+    return group_bytes_ >= kCommitGroupBytes ? Send() : absl::OkStatus();
+  }
+
+  // Sends what is left and waits for every commit; codes[i] of each committed block is then the
+  // daemon's answer.
+  absl::Status Finish() {
+    KVTIER_RETURN_IF_ERROR(Send());
+    return Drain();
+  }
+
+ private:
+  struct InFlight {
+    protocol::Request sent;
+    std::vector<size_t> index;  // chunk positions of its items
+  };
+
+  absl::Status Send() {
+    if (group_.empty()) return absl::OkStatus();
+    const Client::Impl::Call call{Op::kPutCommit, static_cast<uint32_t>(group_.size()), 0,
+                                  [this](protocol::ArenaView a, protocol::ArenaRange r) {
+                                    protocol::WritePutCommit(a, r, group_);
+                                  }};
+    const uint32_t need = Client::Impl::ArenaBytes(call);
+    if (arena_used_ + uint64_t{need} > impl_.region->arena().bytes ||
+        in_flight_.size() >= max_in_flight_) {
+      KVTIER_RETURN_IF_ERROR(Drain());
+    }
+    InFlight f{{}, std::move(group_index_)};
+    KVTIER_RETURN_IF_ERROR(impl_.Submit(call, arena_used_, &f.sent));
+    arena_used_ += need;
+    in_flight_.push_back(std::move(f));
+    group_.clear();
+    group_index_.clear();
+    group_bytes_ = 0;
+    return absl::OkStatus();
+  }
+
+  absl::Status Drain() {
+    const protocol::SessionLimits limits{impl_.welcome.t1_slots, impl_.welcome.t1_slot_bytes};
+    std::vector<BlockResult> done;
+    for (const InFlight& f : in_flight_) {
+      KVTIER_ASSIGN_OR_RETURN(protocol::Completion c, impl_.Finish(f.sent));
+      KVTIER_RETURN_IF_ERROR(
+          protocol::ReadBlockResults(impl_.region->arena(), f.sent, c, limits, &done));
+      for (size_t j = 0; j < f.index.size(); ++j) {
+        codes_[f.index[j]] = static_cast<BlockCode>(done[j].code);
+      }
+    }
+    in_flight_.clear();
+    arena_used_ = 0;
+    return absl::OkStatus();
+  }
+
+  Client::Impl& impl_;
+  const absl::Span<BlockCode> codes_;
+  const uint32_t max_in_flight_;
+  std::vector<protocol::PutCommitItem> group_;  // copied, not yet sent
+  std::vector<size_t> group_index_;
+  uint64_t group_bytes_ = 0;
+  std::vector<InFlight> in_flight_;  // sent, in order
+  uint32_t arena_used_ = 0;          // by the requests in flight, from offset 0
+};
+
+}  // namespace
+
 absl::Status Client::PutChunk(absl::Span<const protocol::PutBeginItem> items,
                               absl::Span<const absl::Span<const std::byte>> payloads,
                               absl::Span<BlockCode> codes) {
   KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> slots, PutBegin(items));
-  std::vector<protocol::PutCommitItem> commit;
-  std::vector<size_t> committed_index;
+  CommitPipeline commits(*impl_, codes);
   for (size_t i = 0; i < items.size(); ++i) {
     codes[i] = static_cast<BlockCode>(slots[i].code);
     if (codes[i] != BlockCode::kOk) continue;
     const uint64_t sum =
         CopyAndChecksum(MutableSlotData(slots[i].slot), payloads[i].data(), payloads[i].size());
-    commit.push_back({items[i].key, sum});
-    committed_index.push_back(i);
+    KVTIER_RETURN_IF_ERROR(commits.Add(i, {items[i].key, sum}, payloads[i].size()));
   }
-  if (commit.empty()) return absl::OkStatus();
-  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> done, PutCommit(commit));
-  for (size_t j = 0; j < committed_index.size(); ++j) {
-    codes[committed_index[j]] = static_cast<BlockCode>(done[j].code);
-  }
-  return absl::OkStatus();
+  return commits.Finish();
 }
 
 absl::StatusOr<protocol::StatsWire> Client::Stats() {

@@ -19,12 +19,25 @@ struct CompletionQueue {
     {
       std::lock_guard lock(mu);
       done.push_back(completion);
+      has_done.store(true, std::memory_order_release);
     }
     in_flight.fetch_sub(1, std::memory_order_acq_rel);
     wake.Signal();
   }
+  // Moves the queued completions to the back of `out`; true when there were any. Polled every round
+  // of the worker's loop, so an empty queue costs one load, not a lock (a lock and unlock per round
+  // were a fifth of a polling daemon's time).
+  bool TakeAll(std::deque<protocol::Completion>* out) {
+    if (!has_done.load(std::memory_order_acquire)) return false;
+    std::lock_guard lock(mu);
+    for (const protocol::Completion& c : done) out->push_back(c);
+    done.clear();
+    has_done.store(false, std::memory_order_relaxed);
+    return true;
+  }
   std::mutex mu;
   std::deque<protocol::Completion> done;  // guarded by mu
+  std::atomic<bool> has_done{false};      // !done.empty(); written under mu
   std::atomic<uint32_t> in_flight{0};     // dispatched, completion not yet queued or posted
   const protocol::EventFd wake;
 };
@@ -99,13 +112,7 @@ void ClientConnection::Run() {
   uint64_t idle_rounds = 0;  // rounds without work since the last one with work
   auto idle_since = Clock::now();
   while (!stop_.load(std::memory_order_acquire)) {
-    bool progress = false;
-    {
-      std::lock_guard lock(queue_->mu);
-      progress = !queue_->done.empty();
-      for (const protocol::Completion& c : queue_->done) pending.push_back(c);
-      queue_->done.clear();
-    }
+    bool progress = queue_->TakeAll(&pending);
     while (!pending.empty()) {
       protocol::EncodeCompletion(pending.front(), record);
       absl::StatusOr<bool> pushed = completions.TryPush(record);

@@ -92,6 +92,17 @@ absl::Status ValidatePolicy(const std::string& tier, const TierPolicyOptions& p)
   return Prefixed(tier, admission.Validate());
 }
 
+// [t0] when enabled: DeviceTierOptions' own checks (slot size from t1) and its policy. Whether
+// this build can drive a GPU, and whether one is there, start-up finds (the T0 tier says which):
+// --check-config of a GPU host's file works on any machine.
+absl::Status ValidateT0(const DaemonConfig& c) {
+  if (!c.t0_enabled) return absl::OkStatus();
+  DeviceTierOptions t0 = *c.tiers.t0;
+  t0.slot_bytes = c.tiers.t1.slot_bytes;
+  KVTIER_RETURN_IF_ERROR(t0.Validate());
+  return ValidatePolicy("t0", c.tiers.t0_policy);
+}
+
 // What NvmeTierOptions::Validate checks without looking at the disk, named by this file's keys.
 absl::Status ValidateT2(const DaemonConfig& c) {
   const NvmeTierOptions& t2 = *c.tiers.t2;
@@ -122,6 +133,9 @@ DaemonConfig::DaemonConfig() {
   // 2 MiB: one 16-token block of an 8B model (128 KiB of KV per token).
   tiers.t1.slot_bytes = 2u << 20;
   tiers.t1_policy.admission.window_blocks = 0;
+  tiers.t0.emplace();
+  tiers.t0->slot_bytes = tiers.t1.slot_bytes;
+  tiers.t0_policy.admission.window_blocks = 0;
   tiers.t2.emplace();
   tiers.t2->capacity_bytes = uint64_t{4} << 30;
   tiers.t2->slot_bytes = tiers.t1.slot_bytes;
@@ -130,6 +144,11 @@ DaemonConfig::DaemonConfig() {
 
 TierManagerOptions DaemonConfig::ManagerOptions() const {
   TierManagerOptions o = tiers;
+  if (!t0_enabled) {
+    o.t0.reset();
+  } else {
+    o.t0->slot_bytes = tiers.t1.slot_bytes;
+  }
   if (!t2_enabled) {
     o.t2.reset();
   } else {
@@ -148,6 +167,7 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   KVTIER_RETURN_IF_ERROR(ValidateIndex(c.tiers.index));
   KVTIER_RETURN_IF_ERROR(c.tiers.t1.Validate());
   KVTIER_RETURN_IF_ERROR(ValidatePolicy("t1", c.tiers.t1_policy));
+  KVTIER_RETURN_IF_ERROR(ValidateT0(c));
   if (!c.t2_enabled) return absl::OkStatus();
   KVTIER_RETURN_IF_ERROR(ValidateT2(c));
   return ValidatePolicy("t2", c.tiers.t2_policy);

@@ -74,13 +74,16 @@ struct DaemonConfig {
   // [index], [t1], [t2]. tiers.t2 always holds the [t2] values (so they print and round-trip while
   // t2_enabled is false); tiers.t2->slot_bytes is ignored (T2 slots are T1 slots), and empty
   // tiers.t2->directories means one directory, <data_directory>/t2.
+  // [t0] likewise: tiers.t0 always holds the [t0] values; tiers.t0->slot_bytes is ignored (T0
+  // slots are T1 slots). Off by default: the default config runs on a machine without a GPU.
   TierManagerOptions tiers;
+  bool t0_enabled = false;
   bool t2_enabled = true;
   // Where each key was last set: "path:line" or "--flag". For errors found after load.
   std::map<std::string, std::string> origins;
 
-  // What the tier manager gets: t2 dropped when disabled, t2.slot_bytes = t1.slot_bytes, the
-  // default T2 directory filled in.
+  // What the tier manager gets: t0 and t2 dropped when disabled, their slot_bytes = t1.slot_bytes,
+  // the default T2 directory filled in.
   TierManagerOptions ManagerOptions() const;
   // The control socket's path, after the default above.
   std::string SocketPath() const;

@@ -119,6 +119,24 @@ std::vector<ConfigKey> T1Keys() {
   return keys;
 }
 
+std::vector<ConfigKey> T0Keys() {
+  std::vector<ConfigKey> keys = {
+      Bool(
+          "t0.enabled",
+          "Run the GPU HBM tier (needs a cuda or hip build and a GPU); its slots are t1.slot_bytes",
+          KVTIER_FIELD(t0_enabled)),
+      Uint("t0.device", "GPU ordinal, as the runtime numbers them (after CUDA_VISIBLE_DEVICES)",
+           KVTIER_FIELD(tiers.t0->device)),
+      Size("t0.capacity_bytes", "Size of the device pool; 0: t0.free_fraction of the free memory",
+           KVTIER_FIELD(tiers.t0->capacity_bytes)),
+      Fraction("t0.free_fraction", "fraction in (0, 1]",
+               "With capacity_bytes 0: this share of the GPU memory free at start",
+               KVTIER_FIELD(tiers.t0->free_fraction)),
+  };
+  for (ConfigKey& k : PolicyKeys("t0", KVTIER_FIELD(tiers.t0_policy))) keys.push_back(std::move(k));
+  return keys;
+}
+
 std::vector<ConfigKey> T2Keys() {
   std::vector<ConfigKey> keys = {
       Bool("t2.enabled", "Run the NVMe tier; false: T1 victims are dropped",
@@ -154,7 +172,7 @@ std::vector<ConfigKey> T2Keys() {
 
 std::vector<ConfigKey> BuildKeys() {
   std::vector<ConfigKey> keys = DaemonKeys();
-  for (auto* part : {&T1Keys, &T2Keys}) {
+  for (auto* part : {&T0Keys, &T1Keys, &T2Keys}) {
     for (ConfigKey& k : part()) keys.push_back(std::move(k));
   }
   return keys;
@@ -176,6 +194,9 @@ const std::vector<ConfigSection>& ConfigSections() {
       {"metrics", "The Prometheus endpoint."},
       {"pool", "Memory isolation: one pool, one T1 segment mapped by every client."},
       {"index", "The block index (what is cached where)."},
+      {"t0", "T0: GPU HBM, one device pool cut into slots, shared with clients on that GPU."},
+      {"t0.eviction", "Which T0 block is demoted (to T1) next."},
+      {"t0.admission", "Which blocks may enter T0."},
       {"t1", "T1: pinned host DRAM, one shared-memory segment cut into slots."},
       {"t1.eviction", "Which T1 block is demoted next."},
       {"t1.admission", "Which new blocks may enter T1 (keep \"all\": a refused put is lost)."},

@@ -4,6 +4,11 @@
 #include <fmt/format.h>
 #include <sys/random.h>
 #include <unistd.h>
+
+// Inlined, not Debian's libxxhash: a lookup scopes every key it carries, and a call into the shared
+// library (plus its length dispatch) cost as much as the 32-byte hash itself. Same function, same
+// values: keys stored before this change stay reachable.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <bit>

@@ -32,7 +32,7 @@ using prometheus::Histogram;
 constexpr std::array<const char*, kNumTransferOps> kTransferOpNames = {"get", "put", "promote",
                                                                        "demote"};
 constexpr std::array<const char*, kNumCopyDirections> kCopyDirectionNames = {
-    "client_to_t1", "t1_to_client", "t0_to_t1", "t1_to_t0"};
+    "client_to_t1", "t1_to_client", "t0_to_client"};
 
 Family<Counter>& CounterFamily(prometheus::Registry& r, const char* name, const char* help) {
   return prometheus::BuildCounter().Name(name).Help(help).Register(r);

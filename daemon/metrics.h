@@ -58,14 +58,14 @@ enum class TransferOp : uint8_t {
 inline constexpr int kNumTransferOps = 4;
 
 // Copies the daemon sees but does not do itself (clients copy to and from T1 and T0 in their own
-// process), for kvtier_moved_bytes_total{direction}. T1<->T2 bytes are not here: T2 counts them.
+// process), for kvtier_moved_bytes_total{direction}. Moves between tiers (T0<->T1, T1<->T2) are
+// not here: the tiers count them (metrics_tiers.cc).
 enum class CopyDirection : uint8_t {
   kClientToT1 = 0,  // a client filled a T1 slot it then committed (put)
   kT1ToClient = 1,  // a client was leased a T1 block to copy out (get)
-  kT0ToT1 = 2,      // GPU issue: demotion from HBM
-  kT1ToT0 = 3,      // GPU issue: promotion into HBM
+  kT0ToClient = 2,  // a client was leased a T0 block to copy out on its GPU (get from T0)
 };
-inline constexpr int kNumCopyDirections = 4;
+inline constexpr int kNumCopyDirections = 3;
 
 // The latency buckets of kvtier_transfer_seconds: 10 µs to 10 s, about 3 per decade — a T1 hit is
 // tens of µs, an NVMe promotion of a 2 MiB block ~1 ms, a long get under load up to seconds.

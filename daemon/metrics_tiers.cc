@@ -35,7 +35,7 @@ void AddTierSample(MetricFamily& family, Tier tier, double value) {
   AddSample(family, {{"tier", std::string(TierName(tier))}}, value);
 }
 
-// Families with one sample per present tier (T1 always, T2 when configured).
+// Families with one sample per present tier (T1 always, T0 and T2 when configured).
 std::vector<MetricFamily> CapacityFamilies(const TierSnapshot& s) {
   MetricFamily capacity =
       NewFamily("kvtier_tier_capacity_bytes", "Bytes of slots the tier has (slots x slot size).",
@@ -58,6 +58,7 @@ std::vector<MetricFamily> CapacityFamilies(const TierSnapshot& s) {
     AddSample(io_errors, {{"op", "read"}, {"tier", name}}, static_cast<double>(t.read_errors));
     AddSample(io_errors, {{"op", "write"}, {"tier", name}}, static_cast<double>(t.write_errors));
   };
+  if (s.has_t0) add(Tier::kT0, s.t0);
   add(Tier::kT1, s.t1);
   if (s.has_t2) add(Tier::kT2, s.t2);
   return {std::move(capacity), std::move(used), std::move(admitting), std::move(io_errors)};
@@ -88,6 +89,10 @@ std::vector<MetricFamily> EvictionFamilies(const TierSnapshot& s) {
                                     "checksum (T1: changed after commit; T2: failed a read).",
                                     MetricType::Counter);
   AddTierSample(checksum, Tier::kT1, static_cast<double>(m.integrity_drops));
+  if (s.has_t0) {
+    AddTierSample(evictions, Tier::kT0, static_cast<double>(m.t0_evictions));
+    AddTierSample(clean, Tier::kT0, static_cast<double>(m.t0_clean_evictions));
+  }
   if (s.has_t2) {
     AddTierSample(evictions, Tier::kT2, static_cast<double>(m.t2_evictions));
     AddTierSample(rejected, Tier::kT2, static_cast<double>(m.demotions_rejected));
@@ -112,10 +117,17 @@ std::vector<MetricFamily> PutGetFamilies(const TierSnapshot& s) {
   AddSample(gets, {{"result", "t1"}}, static_cast<double>(m.gets_t1));
   AddSample(gets, {{"result", "promoted"}}, static_cast<double>(m.gets_promoted));
   AddSample(gets, {{"result", "missing"}}, static_cast<double>(m.gets_missing));
+  if (s.has_t0) {
+    AddSample(gets, {{"result", "t0"}}, static_cast<double>(m.gets_t0));
+    AddSample(gets, {{"result", "promoted_t0"}}, static_cast<double>(m.gets_promoted_t0));
+  }
   MetricFamily promotion_failures =
       NewFamily("kvtier_promotion_failures_total",
                 "Promotions into T1 that failed (read error, checksum).", MetricType::Counter);
-  AddSample(promotion_failures, {}, static_cast<double>(m.promotion_failures));
+  AddSample(promotion_failures, {{"tier", "T1"}}, static_cast<double>(m.promotion_failures));
+  if (s.has_t0) {
+    AddSample(promotion_failures, {{"tier", "T0"}}, static_cast<double>(m.t0_promotion_failures));
+  }
   std::vector<MetricFamily> out;
   for (MetricFamily* f : {&puts, &gets, &promotion_failures}) out.push_back(std::move(*f));
   return out;
@@ -124,25 +136,39 @@ std::vector<MetricFamily> PutGetFamilies(const TierSnapshot& s) {
 // Moves down to T2 and back, and what T2 held at start.
 std::vector<MetricFamily> DemotionFamilies(const TierSnapshot& s) {
   const TierManagerStats& m = s.manager;
-  MetricFamily demotions =
-      NewFamily("kvtier_demotions_total", "Blocks written down from T1 to T2, by outcome.",
-                MetricType::Counter);
-  AddSample(demotions, {{"result", "written"}}, static_cast<double>(m.demotions));
-  AddSample(demotions, {{"result", "failed"}}, static_cast<double>(m.demotion_failures));
+  MetricFamily demotions = NewFamily(
+      "kvtier_demotions_total",
+      "Blocks written down one tier (T0 to T1, T1 to T2), by the tier they left and outcome.",
+      MetricType::Counter);
+  AddSample(demotions, {{"result", "written"}, {"tier", "T1"}}, static_cast<double>(m.demotions));
+  AddSample(demotions, {{"result", "failed"}, {"tier", "T1"}},
+            static_cast<double>(m.demotion_failures));
   MetricFamily in_flight = NewFamily("kvtier_demotions_in_flight",
                                      "Demotions started and not yet complete.", MetricType::Gauge);
   AddSample(in_flight, {}, static_cast<double>(m.demotions_in_flight));
   MetricFamily recovered = NewFamily(
       "kvtier_recovered_blocks", "Blocks found in T2 at start (warm restart).", MetricType::Gauge);
   AddSample(recovered, {}, static_cast<double>(m.recovered_blocks));
+  if (s.has_t0) {
+    AddSample(demotions, {{"result", "written"}, {"tier", "T0"}},
+              static_cast<double>(m.t0_demotions));
+    AddSample(demotions, {{"result", "failed"}, {"tier", "T0"}},
+              static_cast<double>(m.t0_demotion_failures));
+  }
   std::vector<MetricFamily> out;
   for (MetricFamily* f : {&demotions, &in_flight, &recovered}) out.push_back(std::move(*f));
-  if (s.has_t2) {
+  if (s.has_t0 || s.has_t2) {
     MetricFamily moved = NewFamily("kvtier_moved_bytes_total",
                                    "Payload bytes moved between tiers and clients, by direction.",
                                    MetricType::Counter);
-    AddSample(moved, {{"direction", "t1_to_t2"}}, static_cast<double>(s.t2.write_bytes));
-    AddSample(moved, {{"direction", "t2_to_t1"}}, static_cast<double>(s.t2.read_bytes));
+    if (s.has_t0) {
+      AddSample(moved, {{"direction", "t1_to_t0"}}, static_cast<double>(s.t0.write_bytes));
+      AddSample(moved, {{"direction", "t0_to_t1"}}, static_cast<double>(s.t0.read_bytes));
+    }
+    if (s.has_t2) {
+      AddSample(moved, {{"direction", "t1_to_t2"}}, static_cast<double>(s.t2.write_bytes));
+      AddSample(moved, {{"direction", "t2_to_t1"}}, static_cast<double>(s.t2.read_bytes));
+    }
     out.push_back(std::move(moved));
   }
   return out;
@@ -154,6 +180,10 @@ TierSnapshot TakeTierSnapshot(const TierManager& manager) {
   TierSnapshot s;
   s.manager = manager.Stats();
   s.t1 = manager.t1().Stats();
+  if (manager.t0() != nullptr) {
+    s.has_t0 = true;
+    s.t0 = manager.t0()->Stats();
+  }
   if (manager.t2() != nullptr) {
     s.has_t2 = true;
     s.t2 = manager.t2()->Stats();

@@ -22,6 +22,8 @@ namespace kvtier::internal {
 struct TierSnapshot {
   TierManagerStats manager;
   TierStats t1;
+  bool has_t0 = false;
+  TierStats t0;  // valid when has_t0
   bool has_t2 = false;
   TierStats t2;
 };

@@ -82,14 +82,17 @@ absl::StatusOr<Completion> RequestDispatcher::Lookup(const Request& request) {
 }
 
 absl::Status RequestDispatcher::Get(const Request& request, AsyncDone async_done) {
-  if (request.tier != static_cast<uint8_t>(Tier::kT1)) {
+  const bool t0 =
+      request.tier == static_cast<uint8_t>(Tier::kT0) && service_.tiers().t0() != nullptr;
+  if (request.tier != static_cast<uint8_t>(Tier::kT1) && !t0) {
     return absl::InvalidArgumentError(fmt::format(
-        "request {} (get): tier {} cannot be read from; this daemon serves gets from T1 (1)",
-        request.request_id, request.tier));
+        "request {} (get): tier {} cannot be read from; this daemon serves gets from {}",
+        request.request_id, request.tier,
+        service_.tiers().t0() != nullptr ? "T0 (0) and T1 (1)" : "T1 (1) (it runs without T0)"));
   }
   KVTIER_RETURN_IF_ERROR(protocol::ReadKeys(arena_, request, &keys_));
   const protocol::ArenaView arena = arena_;
-  service_.Get(session_, keys_,
+  service_.Get(session_, keys_, t0 ? Tier::kT0 : Tier::kT1,
                [arena, request, done = std::move(async_done)](std::vector<GetResult> got) {
                  std::vector<BlockResult> results(got.size());
                  for (size_t i = 0; i < got.size(); ++i) {

@@ -129,7 +129,9 @@ GetResult Service::SettleGet(Session& session, const BlockKey& key,
       leases_.fetch_add(1, std::memory_order_relaxed);
       if (metrics_ != nullptr) {
         metrics_->AddLeases(1);
-        metrics_->AddCopiedBytes(CopyDirection::kT1ToClient, got->payload_bytes);
+        metrics_->AddCopiedBytes(
+            got->tier == Tier::kT0 ? CopyDirection::kT0ToClient : CopyDirection::kT1ToClient,
+            got->payload_bytes);
       }
       return GetResult{BlockStatus::kOk, got->slot, got->payload_bytes};
     }
@@ -139,7 +141,7 @@ GetResult Service::SettleGet(Session& session, const BlockKey& key,
 }
 
 void Service::Get(const std::shared_ptr<Session>& session, absl::Span<const BlockKey> keys,
-                  GetBatchDone done) {
+                  Tier tier, GetBatchDone done) {
   gets_.fetch_add(1, std::memory_order_relaxed);
   get_blocks_.fetch_add(keys.size(), std::memory_order_relaxed);
   auto batch = std::make_shared<GetBatch>();
@@ -157,10 +159,11 @@ void Service::Get(const std::shared_ptr<Session>& session, absl::Span<const Bloc
   };
   for (size_t i = 0; i < keys.size(); ++i) {
     const BlockKey key = scope_.Scope(session->root_, keys[i]);
-    tiers_.Get(key, [this, session, batch, finish_one, key, i](absl::StatusOr<LeasedBlock> got) {
-      batch->results[i] = SettleGet(*session, key, std::move(got));
-      finish_one();
-    });
+    tiers_.Get(key, tier,
+               [this, session, batch, finish_one, key, i](absl::StatusOr<LeasedBlock> got) {
+                 batch->results[i] = SettleGet(*session, key, std::move(got));
+                 finish_one();
+               });
   }
   finish_one();
 }

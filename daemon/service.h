@@ -141,11 +141,15 @@ class Service {
   // Longest cached prefix of `keys` (DESIGN.md "Lookup"): returns n, and tiers[i] for i < n.
   // Takes no lease. Precondition: tiers.size() >= keys.size().
   size_t Lookup(Session& session, absl::Span<const BlockKey> keys, absl::Span<TierMask> tiers);
-  // Leases each of `keys` and makes sure it is in T1 (promoting from T2 as needed), then calls
-  // `done` once with one result per key: kOk (slot leased until Release), kNotFound, kCorrupt,
-  // kRetry or kError.
-  void Get(const std::shared_ptr<Session>& session, absl::Span<const BlockKey> keys,
+  // Leases each of `keys` and makes sure it is in `tier` (T1, or T0 when the daemon has one;
+  // promoting as needed), then calls `done` once with one result per key: kOk (a slot of `tier`
+  // leased until Release), kNotFound, kCorrupt, kRetry or kError.
+  void Get(const std::shared_ptr<Session>& session, absl::Span<const BlockKey> keys, Tier tier,
            GetBatchDone done);
+  void Get(const std::shared_ptr<Session>& session, absl::Span<const BlockKey> keys,
+           GetBatchDone done) {
+    Get(session, keys, Tier::kT1, std::move(done));
+  }
   // Gives back one lease per key. kInvalid for a key this session holds no lease on.
   std::vector<BlockStatus> Release(Session& session, absl::Span<const BlockKey> keys);
 

@@ -4,18 +4,13 @@
 
 #include <cstdint>
 
-#include "kernels/device_code.h"
+#include "common/mix.h"
 
 namespace kvtier {
 
-// splitmix64's finaliser of seed + w (the same mix as common/mix.h, usable on the device).
+// splitmix64's finaliser of seed + w.
 KVTIER_HOST_DEVICE inline uint64_t PatternWord(uint64_t seed, uint64_t w) {
-  uint64_t x = seed + w;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
+  return SplitMix64Finalize(seed + w);
 }
 
 }  // namespace kvtier

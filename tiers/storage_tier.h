@@ -1,7 +1,7 @@
 // The interface every tier implements (DESIGN.md "Tiers"): fixed-size slots that hold one block's
 // payload each, allocated and freed by the tier manager, with reads and writes that complete
 // asynchronously. T1 (pinned host DRAM, host_tier.h) completes them inline with a memcpy; T2 (NVMe,
-// nvme_tier.h) through io_uring; T0 (GPU HBM, a later issue) by DMA on its own streams.
+// nvme_tier.h) through io_uring; T0 (GPU HBM, device_tier.h) by DMA on its own streams.
 //
 // What a tier does not do: decide what to evict (index/ eviction policies, driven by the tier
 // manager) or know which key lives where beyond what it must persist (T2 persists records so a

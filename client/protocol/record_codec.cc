@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "client/protocol/record_name.h"
+
 namespace kvtier::protocol {
 namespace {
 
@@ -35,12 +37,7 @@ bool AllZero(const uint8_t* p, size_t n) {
 
 absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
 
-// "request 7 (lookup)": the prefix of every message about one record.
-std::string Where(const char* kind, uint64_t id, uint8_t op) {
-  return fmt::format("{} {} ({})", kind, id, OpName(op));
-}
-
-absl::Status CheckRange(const std::string& where, const char* name, ArenaRange r,
+absl::Status CheckRange(const RecordName& where, const char* name, ArenaRange r,
                         uint32_t expected_bytes, bool exact, uint32_t arena_bytes) {
   if (exact ? r.bytes != expected_bytes : r.bytes > expected_bytes) {
     return Invalid(fmt::format("{}: {} range [{}, +{}) is {} bytes, expected {}{}", where, name,
@@ -83,7 +80,7 @@ absl::Status CheckHeader(const char* kind, const Record& rec, uint16_t magic) {
   return absl::OkStatus();
 }
 
-absl::Status CheckCountAndTier(const std::string& where, const RequestRecord& rec) {
+absl::Status CheckCountAndTier(const RecordName& where, const RequestRecord& rec) {
   const Op op = static_cast<Op>(rec.op);
   if (!HasKeys(op) && rec.count != 0) {
     return Invalid(fmt::format("{}: count {} (must be 0)", where, rec.count));
@@ -108,7 +105,7 @@ WireKey ToWire(const BlockKey& k) { return WireKey{k.lo, k.hi}; }
 
 // `allowed`: the request's op takes the arguments being read (named `what`).
 absl::Status CheckArgs(const Request& request, bool allowed, const char* what, ArenaView arena) {
-  const std::string where = Where("request", request.request_id, static_cast<uint8_t>(request.op));
+  const RecordName where{"request", request.request_id, static_cast<uint8_t>(request.op)};
   if (!allowed) return Invalid(fmt::format("{}: has no {} arguments", where, what));
   if (request.count > kMaxBatchKeys) {  // also keeps ArgBytes from overflowing
     return Invalid(fmt::format("{}: count {} above {}", where, request.count, kMaxBatchKeys));
@@ -164,7 +161,7 @@ absl::StatusOr<Request> DecodeRequest(absl::Span<const std::byte> record, uint32
   RequestRecord rec;
   std::memcpy(&rec, record.data(), sizeof(rec));  // from here on only the private copy is read
   KVTIER_RETURN_IF_ERROR(CheckHeader("request", rec, kRequestMagic));
-  const std::string where = Where("request", rec.request_id, rec.op);
+  const RecordName where{"request", rec.request_id, rec.op};
   if (rec.flags != 0 || !AllZero(rec.reserved0, sizeof(rec.reserved0)) ||
       !AllZero(rec.reserved1, sizeof(rec.reserved1))) {
     return Invalid(fmt::format("{}: flags or reserved bytes are not zero", where));
@@ -207,7 +204,7 @@ absl::StatusOr<Completion> DecodeCompletion(absl::Span<const std::byte> record,
   CompletionRecord rec;
   std::memcpy(&rec, record.data(), sizeof(rec));
   KVTIER_RETURN_IF_ERROR(CheckHeader("completion", rec, kCompletionMagic));
-  const std::string where = Where("completion", rec.request_id, rec.op);
+  const RecordName where{"completion", rec.request_id, rec.op};
   if (rec.status > kMaxRequestStatus) {
     return Invalid(fmt::format("{}: unknown status {}", where, rec.status));
   }
@@ -270,8 +267,7 @@ absl::Status ReadKeys(ArenaView arena, const Request& request, std::vector<Block
 absl::Status ReadPutBegin(ArenaView arena, const Request& request, uint32_t slot_bytes,
                           std::vector<PutBeginItem>* out) {
   KVTIER_RETURN_IF_ERROR(CheckArgs(request, request.op == Op::kPutBegin, "put_begin", arena));
-  const std::string where =
-      Where("request", request.request_id, static_cast<uint8_t>(Op::kPutBegin));
+  const RecordName where{"request", request.request_id, static_cast<uint8_t>(Op::kPutBegin)};
   out->resize(request.count);
   for (uint32_t i = 0; i < request.count; ++i) {
     PutBeginArg a;  // each item is copied once and only the copy is checked and used

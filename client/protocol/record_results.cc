@@ -5,6 +5,7 @@
 #include <string>
 
 #include "client/protocol/record_codec.h"
+#include "client/protocol/record_name.h"
 
 namespace kvtier::protocol {
 namespace {
@@ -24,8 +25,7 @@ Completion CompletionFor(const Request& request, uint32_t count, uint32_t result
 // The checks every result reader makes: `completion` answers `request`, succeeded, and carries
 // exactly the result range the request asked for, inside the arena.
 absl::Status CheckAnswer(ArenaView arena, const Request& request, const Completion& c) {
-  const std::string where =
-      fmt::format("completion {} ({})", c.request_id, OpName(static_cast<uint8_t>(c.op)));
+  const RecordName where{"completion", c.request_id, static_cast<uint8_t>(c.op)};
   if (c.request_id != request.request_id || c.op != request.op) {
     return Invalid(fmt::format("{}: answers request {} ({})", where, request.request_id,
                                OpName(static_cast<uint8_t>(request.op))));

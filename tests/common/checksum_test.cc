@@ -25,5 +25,23 @@ TEST(ChecksumTest, CopyAndChecksumCopiesExactlyAndHashesLikeTheLibrary) {
   }
 }
 
+TEST(ChecksumTest, LargeCopiesAreExactAtAnyAlignmentAndLength) {
+  // From kStreamCopyMinBytes up the copy streams in 32-byte stores after an unaligned head.
+  std::mt19937_64 rng(7);
+  const size_t base = kStreamCopyMinBytes;
+  for (size_t dst_offset : {0, 1, 8, 31, 32, 33}) {
+    for (size_t bytes : {base, base + 1, base + 31, base + 127, base + 65536 + 5}) {
+      std::vector<unsigned char> src(bytes + 3), dst(bytes + 64 + 1, 0xee);
+      for (auto& b : src) b = static_cast<unsigned char>(rng());
+      const uint64_t sum = CopyAndChecksum(dst.data() + dst_offset, src.data() + 3, bytes);
+      EXPECT_EQ(sum, XXH3_64bits(src.data() + 3, bytes)) << dst_offset << " " << bytes;
+      EXPECT_EQ(std::memcmp(dst.data() + dst_offset, src.data() + 3, bytes), 0)
+          << dst_offset << " " << bytes;
+      for (size_t i = 0; i < dst_offset; ++i) ASSERT_EQ(dst[i], 0xee) << "wrote before the start";
+      EXPECT_EQ(dst[dst_offset + bytes], 0xee) << "wrote past the end";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvtier

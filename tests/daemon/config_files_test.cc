@@ -34,6 +34,18 @@ name = "tenant-a"
 num_shards = 128
 expected_entries = 1000
 max_entries = 4096
+[t0]
+enabled = true
+device = 1
+capacity_bytes = "16GiB"
+free_fraction = 0.25
+high_watermark = 0.85
+low_watermark = 0.7
+leaf_first = true
+eviction.policy = "s3fifo"
+eviction.s3fifo_small_fraction = 0.3
+admission.policy = "second"
+admission.window_blocks = 500
 [t1]
 capacity_bytes = "8GiB"
 slot_bytes = "1MiB"

@@ -178,7 +178,7 @@ TEST(MetricsTest, DemotionAndPromotionMoveBytesAndEvictionsBetweenT1AndT2) {
   page = Scrape(*metrics);
   const TierManagerStats s = m->Stats();
   ASSERT_GT(s.demotions, 0u);
-  EXPECT_EQ(page.Value("kvtier_demotions_total{result=\"written\"}"), s.demotions);
+  EXPECT_EQ(page.Value("kvtier_demotions_total{result=\"written\",tier=\"T1\"}"), s.demotions);
   EXPECT_EQ(page.Value("kvtier_evictions_total{tier=\"T1\"}"), s.t1_evictions);
   EXPECT_GT(page.Value("kvtier_moved_bytes_total{direction=\"t1_to_t2\"}"), 0);
   EXPECT_LE(page.Value("kvtier_moved_bytes_total{direction=\"t1_to_t2\"}"), payload);
@@ -208,7 +208,7 @@ TEST(MetricsTest, RejectedAdmissionsAreCountedForT2) {
   EXPECT_GT(page.Value("kvtier_admissions_rejected_total{tier=\"T2\"}"), 0);
   EXPECT_EQ(page.Value("kvtier_admissions_rejected_total{tier=\"T2\"}"),
             m->Stats().demotions_rejected);
-  EXPECT_EQ(page.Value("kvtier_demotions_total{result=\"written\"}"), 0);
+  EXPECT_EQ(page.Value("kvtier_demotions_total{result=\"written\",tier=\"T1\"}"), 0);
   (*metrics)->WatchTiers(nullptr);
 }
 

@@ -41,11 +41,13 @@ class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(0660); }
 
-  void Start(uint32_t mode) {
+  void Start(uint32_t mode) { Start(mode, testing::ManagerOptions(64, tmp_.Sub("t2"), 256)); }
+
+  void Start(uint32_t mode, const TierManagerOptions& options) {
     server_.reset();
     service_.reset();
     tiers_.reset();
-    auto m = TierManager::Create(testing::ManagerOptions(64, tmp_.Sub("t2"), 256));
+    auto m = TierManager::Create(options);
     ASSERT_TRUE(m.ok()) << m.status();
     tiers_ = std::move(*m);
     scope_ = std::make_unique<KeyScope>(*KeyScope::Load(""));
@@ -128,6 +130,41 @@ TEST_F(ServerTest, TwoClientsStoringOnePrefixStoreItOnceAndNamespacesAreApart) {
   EXPECT_EQ(b->Lookup(keys)->hit_blocks, 8u);
   EXPECT_EQ(other->Lookup(keys)->hit_blocks, 0u);  // the same raw keys name nothing there
   EXPECT_EQ((*other->Get(keys))[0].code, static_cast<uint32_t>(BlockCode::kMissing));
+}
+
+TEST_F(ServerTest, ALargePutCommitsWhileItCopiesAndEveryBlockGetsItsOwnOutcome) {
+  // 1 MiB slots: Put commits each block while it copies the next (client CommitPipeline), more
+  // commits than it keeps in flight at once; stored blocks in between answer kAlreadyPresent.
+  TierManagerOptions o = testing::ManagerOptions(48, "", 0);
+  o.t1.slot_bytes = o.t1.dma_chunk_bytes = 1u << 20;
+  o.t1.capacity_bytes = uint64_t{48} << 20;
+  Start(0660, o);
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  constexpr uint32_t kBlocks = 40;
+  const std::vector<BlockKey> keys = Keys(*c, kBlocks);
+  const size_t sizes[] = {1u << 20, 4096, (1u << 20) - 1, 300001};  // streamed and plain copies
+  std::vector<std::vector<std::byte>> data;
+  std::vector<absl::Span<const std::byte>> spans;
+  for (uint32_t i = 0; i < kBlocks; ++i) data.push_back(Payload(i, sizes[i % 4]));
+  for (const auto& d : data) spans.emplace_back(d);
+  std::vector<BlockCode> want(kBlocks, BlockCode::kOk);
+  for (uint32_t i = 0; i < kBlocks; i += 3) {
+    ASSERT_EQ(*c->Put({keys[i]}, {spans[i]}), std::vector<BlockCode>{BlockCode::kOk});
+    want[i] = BlockCode::kAlreadyPresent;
+  }
+  auto codes = c->Put(keys, spans);
+  ASSERT_TRUE(codes.ok()) << codes.status();
+  EXPECT_EQ(*codes, want);
+  std::vector<std::vector<std::byte>> out(kBlocks, std::vector<std::byte>(c->slot_bytes()));
+  std::vector<absl::Span<std::byte>> dst(out.begin(), out.end());
+  auto copied = c->GetInto(keys, dst);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  ASSERT_EQ(*copied, kBlocks);
+  for (uint32_t i = 0; i < kBlocks; ++i) {
+    EXPECT_EQ(std::memcmp(out[i].data(), data[i].data(), data[i].size()), 0) << i;
+  }
+  EXPECT_EQ(c->Stats()->puts_committed, kBlocks);
 }
 
 TEST_F(ServerTest, AClientKilledMidGetAndMidPutLeavesNoLeaseAndNoPartialBlock) {

@@ -131,6 +131,30 @@ TEST_F(ServiceTest, APayloadThatDoesNotMatchItsChecksumIsNeverPublished) {
   EXPECT_EQ(tiers_->t1().Stats().used_slots, 0u);
 }
 
+TEST_F(ServiceTest, ABadChecksumInAnyBlockOfACommitRejectsThatBlockOnly) {
+  for (size_t bad = 0; bad < 4; ++bad) {
+    auto a = Open(Ns("m", std::to_string(bad)));
+    std::vector<PutBeginResult> begun = Begin(*a, {0, 1, 2, 3}, 4096);
+    std::vector<PutCommitItem> items;
+    for (size_t i = 0; i < 4; ++i) {
+      ASSERT_EQ(begun[i].status, BlockStatus::kOk);
+      auto* data = reinterpret_cast<uint8_t*>(tiers_->t1().SlotData(begun[i].slot));
+      testing::FillPayload(i, data, 4096);
+      items.push_back(PutCommitItem{K(i), XXH3_64bits(data, 4096)});
+      if (i == bad) data[4095] ^= 0x80;  // the slot no longer holds what was hashed
+    }
+    std::vector<BlockStatus> want(4, BlockStatus::kOk);
+    want[bad] = BlockStatus::kBadChecksum;
+    EXPECT_EQ(service_->PutCommit(*a, items), want) << bad;
+    std::vector<TierMask> tiers(4);
+    EXPECT_EQ(
+        service_->Lookup(*a, std::vector<BlockKey>{K(0), K(1), K(2), K(3)}, absl::MakeSpan(tiers)),
+        bad)
+        << "the prefix ends at the rejected block";
+  }
+  EXPECT_EQ(tiers_->t1().Stats().used_slots, 4u * 3);  // rejected slots came back
+}
+
 TEST_F(ServiceTest, AClosedSessionLeavesNoLeaseAndNoPartialBlock) {
   auto a = Open(Ns("m")), b = Open(Ns("m"));
   ASSERT_EQ(PutN(*a, 0, 2)[0], BlockStatus::kOk);

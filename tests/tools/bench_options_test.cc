@@ -83,6 +83,8 @@ TEST(BenchOptionsTest, ATraceReplaysAsMixedOps) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->op, BenchOp::kMixed);
   EXPECT_FALSE(Parse({"--trace", "t.jsonl", "--op", "put"}).ok());
+  EXPECT_FALSE(Parse({"--trace", "t.jsonl", "--op", "lookup"}).ok());  // not silently mixed
+  EXPECT_EQ(Parse({"--trace", "t.jsonl", "--op", "mixed"})->op, BenchOp::kMixed);
 }
 
 TEST(BenchOptionsTest, BadValuesAreRefusedNamingTheFlag) {
@@ -118,6 +120,7 @@ TEST(BenchReportTest, PrintsARowPerOpWithPercentilesAndTheCeilings) {
   c.socket->Record(2015);  // the top of the bucket lookup's p50 (2000) falls in
   c.socket_request_bytes = 1088, c.socket_response_bytes = 128;
   c.memcpy_into_cold = 1e6;
+  c.memcpy_into_t1_shaped = 5e5, c.t1_bytes = uint64_t{4} << 30;
   const std::string out = FormatBenchReport(o, t, c);
   EXPECT_THAT(out, HasSubstr("op mixed, 64 keys/op, uniform over"));
   EXPECT_THAT(out, HasSubstr("p50_us   p90_us   p99_us  p999_us"));
@@ -129,6 +132,9 @@ TEST(BenchReportTest, PrintsARowPerOpWithPercentilesAndTheCeilings) {
   EXPECT_THAT(out, HasSubstr("ceiling memcpy into cold memory (1 thread(s), 1000 B blocks): 0.001 "
                              "GB/s; put 0.000 GB/s = 10% of it"));
   EXPECT_THAT(out, Not(HasSubstr("out of cold memory")));
+  EXPECT_THAT(out, HasSubstr("ceiling memcpy into a T1-shaped segment (4096 MiB shared, shuffled "
+                             "slots) (1 thread(s), 1000 B blocks): 0.001 GB/s; put 0.000 GB/s = "
+                             "19% of it"));
 }
 
 }  // namespace

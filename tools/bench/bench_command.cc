@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 
+#include "client/kvtier_client.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/bench_run.h"
 #include "tools/bench/ceilings.h"
@@ -15,6 +16,17 @@ namespace {
 int Fail(const absl::Status& status, int code) {
   std::fprintf(stderr, "kvtier bench: %s\n", std::string(status.message()).c_str());
   return code;
+}
+
+// The daemon's T1 size, for the T1-shaped memcpy ceiling (one short connection).
+absl::StatusOr<uint64_t> DaemonT1Bytes(const BenchOptions& o) {
+  client::ClientOptions options;
+  options.socket_path = o.socket_path;
+  options.ns.model_id = o.model_id;
+  options.client_name = "kvtier-bench-ceiling";
+  options.populate_t1 = false;
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, client::Client::Connect(options));
+  return c->t1_bytes();
 }
 
 // The ceilings asked for, measured after the daemon run (forks and threads of its own).
@@ -30,13 +42,22 @@ absl::StatusOr<Ceilings> MeasureCeilings(const BenchOptions& o, const BenchTotal
                                              std::min(o.duration_s, 2.0)));
   }
   const double seconds = std::min(o.duration_s, 2.0);
+  if (o.compare_memcpy) {
+    KVTIER_ASSIGN_OR_RETURN(c.t1_bytes, DaemonT1Bytes(o));
+  }
   if (o.compare_memcpy && o.op != BenchOp::kGet) {
     c.memcpy_into_cold =
         MemcpyBandwidth(o.workers(), t.payload_bytes, seconds, CopyDirection::kIntoCold);
+    KVTIER_ASSIGN_OR_RETURN(c.memcpy_into_t1_shaped,
+                            MemcpyT1ShapedBandwidth(o.workers(), t.payload_bytes, c.t1_bytes,
+                                                    seconds, CopyDirection::kIntoCold));
   }
   if (o.compare_memcpy && o.op != BenchOp::kPut) {
     c.memcpy_out_of_cold =
         MemcpyBandwidth(o.workers(), t.payload_bytes, seconds, CopyDirection::kOutOfCold);
+    KVTIER_ASSIGN_OR_RETURN(c.memcpy_out_of_t1_shaped,
+                            MemcpyT1ShapedBandwidth(o.workers(), t.payload_bytes, c.t1_bytes,
+                                                    seconds, CopyDirection::kOutOfCold));
   }
   return c;
 }

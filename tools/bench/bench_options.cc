@@ -25,8 +25,9 @@ const char* BenchOpName(BenchOp op) {
 void AddBenchFlags(CLI::App* cmd, BenchFlags* f) {
   BenchOptions& o = f->options;
   cmd->add_option("--socket", o.socket_path, "kvtierd's socket")->capture_default_str();
-  cmd->add_option("--op", f->op, "lookup, get, put, nop or mixed (lookup + get hits + put misses)")
-      ->capture_default_str();
+  cmd->add_option("--op", f->op,
+                  "lookup, get, put, nop or mixed (lookup + get hits + put misses); default "
+                  "lookup, or mixed with --trace");
   cmd->add_option("--keys", o.keys, "Keys (blocks) per op, 1 to 1024")->capture_default_str();
   cmd->add_option("--dist", f->dist, "Key distribution: uniform, zipf or sequential")
       ->capture_default_str();
@@ -89,10 +90,13 @@ absl::Status CheckOptions(const BenchOptions& o) {
 absl::StatusOr<BenchOptions> ResolveBenchFlags(const BenchFlags& f) {
   BenchOptions o = f.options;
   KVTIER_ASSIGN_OR_RETURN(o.space.dist, ParseKeyDist(f.dist));
+  // No --op: lookup, or mixed for a trace (the only op a trace replays). An explicit --op other
+  // than mixed with --trace is refused below, never silently replaced.
+  const std::string op_name = !f.op.empty() ? f.op : o.trace.empty() ? "lookup" : "mixed";
   bool found = false;
   for (BenchOp op :
        {BenchOp::kLookup, BenchOp::kGet, BenchOp::kPut, BenchOp::kNop, BenchOp::kMixed}) {
-    if (f.op == BenchOpName(op)) {
+    if (op_name == BenchOpName(op)) {
       o.op = op;
       found = true;
     }
@@ -101,7 +105,6 @@ absl::StatusOr<BenchOptions> ResolveBenchFlags(const BenchFlags& f) {
     return absl::InvalidArgumentError(
         fmt::format("--op {}: expected lookup, get, put, nop or mixed", f.op));
   }
-  if (!o.trace.empty() && f.op == "lookup") o.op = BenchOp::kMixed;  // the default op
   KVTIER_RETURN_IF_ERROR(CheckOptions(o));
   return o;
 }

@@ -47,7 +47,7 @@ struct BenchOptions {
 // The flags as CLI11 fills them; strings are checked by Resolve.
 struct BenchFlags {
   BenchOptions options;
-  std::string op = "lookup";
+  std::string op;  // empty: not given (lookup, or mixed with --trace)
   std::string dist = "uniform";
 };
 

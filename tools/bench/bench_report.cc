@@ -48,12 +48,13 @@ std::string SocketLine(const BenchTotals& t, const Ceilings& c) {
       p50 > 0 ? static_cast<double>(ring.Quantile(0.5)) / p50 : 0.0);
 }
 
-// One line per direction measured, with the matching op's bandwidth as a share of it.
-std::string MemcpyLine(const BenchOptions& o, const BenchTotals& t, BenchOp op, double ceiling) {
+// One line per direction measured, with the matching op's bandwidth as a share of it. `memory`
+// says which memory the ceiling copied into or out of.
+std::string MemcpyLine(const BenchOptions& o, const BenchTotals& t, BenchOp op, double ceiling,
+                       const std::string& memory = "cold memory") {
   const char* what = op == BenchOp::kPut ? "into" : "out of";
-  std::string line =
-      fmt::format("ceiling memcpy {} cold memory ({} thread(s), {} B blocks): {:.3f} GB/s", what,
-                  o.workers(), t.payload_bytes, ceiling / 1e9);
+  std::string line = fmt::format("ceiling memcpy {} {} ({} thread(s), {} B blocks): {:.3f} GB/s",
+                                 what, memory, o.workers(), t.payload_bytes, ceiling / 1e9);
   const OpStats& s = t.op[static_cast<int>(op)];
   if (s.bytes > 0 && t.window_s > 0) {
     const double rate = s.bytes / t.window_s;
@@ -81,6 +82,14 @@ std::string FormatBenchReport(const BenchOptions& o, const BenchTotals& t, const
   if (c.socket) out += SocketLine(t, c);
   if (c.memcpy_into_cold) out += MemcpyLine(o, t, BenchOp::kPut, *c.memcpy_into_cold);
   if (c.memcpy_out_of_cold) out += MemcpyLine(o, t, BenchOp::kGet, *c.memcpy_out_of_cold);
+  const std::string shaped =
+      fmt::format("a T1-shaped segment ({} MiB shared, shuffled slots)", c.t1_bytes >> 20);
+  if (c.memcpy_into_t1_shaped) {
+    out += MemcpyLine(o, t, BenchOp::kPut, *c.memcpy_into_t1_shaped, shaped);
+  }
+  if (c.memcpy_out_of_t1_shaped) {
+    out += MemcpyLine(o, t, BenchOp::kGet, *c.memcpy_out_of_t1_shaped, shaped);
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "tools/bench/ceilings.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,8 +9,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
+
+#include "common/mix.h"
 
 namespace kvtier::bench {
 namespace {
@@ -78,39 +82,103 @@ absl::StatusOr<LatencyHistogram> SocketRoundTrips(uint32_t request_bytes, uint32
   return latency;
 }
 
-double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s,
-                       CopyDirection direction) {
-  constexpr size_t kRegionBytes = size_t{256} << 20;
-  const size_t blocks = std::max<size_t>(1, kRegionBytes / block_bytes);
-  std::vector<double> rates(threads, 0.0);  // bytes/s of each thread over its own timed loop
+namespace {
+
+// `threads` threads, each given its slots by slots_of(t) (called on that thread, before the clock
+// starts), copy one block between a hot buffer of their own and their slots in turn for
+// `duration_s`, all starting together; the sum of their rates in bytes/s.
+double TimedCopies(uint32_t threads, uint32_t block_bytes, double duration_s,
+                   CopyDirection direction,
+                   const std::function<std::vector<std::byte*>(uint32_t)>& slots_of) {
+  std::vector<double> rates(threads, 0.0);
   std::atomic<uint32_t> ready{0};
   std::vector<std::thread> pool;
   for (uint32_t t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
-      std::vector<std::byte> hot(block_bytes, std::byte{3}), cold(blocks * block_bytes);
-      std::memset(cold.data(), 0, cold.size());  // fault the pages in before timing
+      const std::vector<std::byte*> slots = slots_of(t);
+      std::vector<std::byte> hot(block_bytes, std::byte{3});
       ready.fetch_add(1);
       while (ready.load() < threads) std::this_thread::yield();
       const Clock::time_point start = Clock::now();
       const Clock::time_point deadline =
           start + std::chrono::nanoseconds(static_cast<int64_t>(duration_s * 1e9));
       uint64_t n = 0;
-      for (size_t i = 0; Clock::now() < deadline; i = (i + 1) % blocks, ++n) {
-        std::byte* slot = cold.data() + i * block_bytes;
+      for (size_t i = 0; Clock::now() < deadline; i = (i + 1) % slots.size(), ++n) {
         if (direction == CopyDirection::kIntoCold) {
-          std::memcpy(slot, hot.data(), block_bytes);
+          std::memcpy(slots[i], hot.data(), block_bytes);
         } else {
-          std::memcpy(hot.data(), slot, block_bytes);
+          std::memcpy(hot.data(), slots[i], block_bytes);
         }
       }
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       rates[t] = static_cast<double>(n * block_bytes) / seconds;
     });
   }
-  for (std::thread& t : pool) t.join();
+  for (std::thread& th : pool) th.join();
   double total = 0;
   for (double r : rates) total += r;
   return total;
+}
+
+}  // namespace
+
+double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s,
+                       CopyDirection direction) {
+  constexpr size_t kRegionBytes = size_t{256} << 20;
+  const size_t blocks = std::max<size_t>(1, kRegionBytes / block_bytes);
+  std::vector<std::vector<std::byte>> regions(threads);  // each thread's, faulted in by it
+  return TimedCopies(threads, block_bytes, duration_s, direction, [&](uint32_t t) {
+    regions[t].assign(blocks * block_bytes, std::byte{0});
+    std::vector<std::byte*> slots;
+    for (size_t i = 0; i < blocks; ++i) slots.push_back(regions[t].data() + i * block_bytes);
+    return slots;
+  });
+}
+
+namespace {
+
+// A shared, faulted-in segment: what a client's T1 mapping is.
+struct SharedSegment {
+  std::byte* base = nullptr;
+  uint64_t bytes = 0;
+  ~SharedSegment() {
+    if (base != nullptr) ::munmap(base, bytes);
+  }
+};
+
+absl::Status MapShared(uint64_t bytes, SharedSegment* seg) {
+  const int fd = ::memfd_create("kvtier-bench-t1", MFD_CLOEXEC);
+  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    if (fd >= 0) ::close(fd);
+    return absl::InternalError("memfd for the T1-shaped memcpy ceiling");
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return absl::InternalError("mmap for the T1-shaped memcpy ceiling");
+  seg->base = static_cast<std::byte*>(p);
+  seg->bytes = bytes;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<double> MemcpyT1ShapedBandwidth(uint32_t threads, uint32_t block_bytes,
+                                               uint64_t region_bytes, double duration_s,
+                                               CopyDirection direction) {
+  SharedSegment seg;
+  KVTIER_RETURN_IF_ERROR(MapShared(region_bytes, &seg));
+  const uint64_t slots = region_bytes / block_bytes;
+  if (slots < threads) return absl::InvalidArgumentError("T1 holds fewer slots than threads");
+  return TimedCopies(threads, block_bytes, duration_s, direction, [&](uint32_t t) {
+    // This thread's part of the slots, in a shuffled order (splitmix-driven Fisher-Yates).
+    const uint64_t first = slots * t / threads, count = slots * (t + 1) / threads - first;
+    std::vector<std::byte*> order(count);
+    for (uint64_t i = 0; i < count; ++i) order[i] = seg.base + (first + i) * block_bytes;
+    for (uint64_t i = count - 1; i > 0; --i) {
+      std::swap(order[i], order[SplitMix64Finalize(i * 0x9e3779b97f4a7c15ull + t) % (i + 1)]);
+    }
+    return order;
+  });
 }
 
 }  // namespace kvtier::bench

@@ -30,4 +30,13 @@ enum class CopyDirection { kIntoCold, kOutOfCold };
 double MemcpyBandwidth(uint32_t threads, uint32_t block_bytes, double duration_s,
                        CopyDirection direction);
 
+// The same copies into (or out of) memory shaped like T1: one shared memfd segment of
+// `region_bytes` (the daemon's T1 size, 4 KiB pages, mapped and faulted in like a client's T1
+// mapping), its block-sized slots visited in a shuffled order, each thread in its own part. What
+// this adds to MemcpyBandwidth's ceiling is the page-table walks of a large region and the
+// scattered slots a real put meets. InternalError when the segment cannot be had.
+absl::StatusOr<double> MemcpyT1ShapedBandwidth(uint32_t threads, uint32_t block_bytes,
+                                               uint64_t region_bytes, double duration_s,
+                                               CopyDirection direction);
+
 }  // namespace kvtier::bench

@@ -2,16 +2,14 @@
 
 #include <fmt/format.h>
 
+#include "common/mix.h"
+
 namespace kvtier::bench {
 namespace {
 
-// SplitMix64's finaliser: a bijection on 64 bits with good avalanche.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// SplitMix64's step (the golden-ratio increment, then the shared finaliser): a bijection on 64
+// bits. Bench keys depend on it: --seed N names the same keys as before.
+uint64_t Mix(uint64_t x) { return SplitMix64Finalize(x + 0x9e3779b97f4a7c15ull); }
 
 }  // namespace
 

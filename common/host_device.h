@@ -1,5 +1,6 @@
-// Macros shared by device sources and the host code that mirrors them (CPU references). Vendor
-// neutral: no runtime header is included here.
+// KVTIER_HOST_DEVICE: marks a small inline function that GPU kernels and host code share (a CPU
+// reference and its kernel computing the same thing; common/mix.h). Vendor neutral: no runtime
+// header is included here, and host-only builds see nothing.
 #pragma once
 
 // A function callable on the host and, when compiled by a GPU compiler, on the device: how a
