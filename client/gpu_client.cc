@@ -129,11 +129,37 @@ absl::Status GpuClient::EnqueuePayloads(const PagedKvCache& cache, KvCopyDirecti
 
 absl::StatusOr<GpuClient::Leased> GpuClient::Lease(absl::Span<const BlockKey> keys) {
   const T0Reads mode = t0_device_ == nullptr ? T0Reads::kNever : t0_reads_;
-  if (mode == T0Reads::kWhenPresent) return LeaseWherePresent(keys);
   Leased out;
-  out.from_t0.assign(keys.size(), mode == T0Reads::kAlways);
-  KVTIER_ASSIGN_OR_RETURN(out.got,
-                          client_->Get(keys, mode == T0Reads::kAlways ? Tier::kT0 : Tier::kT1));
+  if (mode == T0Reads::kWhenPresent) {
+    KVTIER_ASSIGN_OR_RETURN(out, LeaseWherePresent(keys));
+  } else {
+    out.from_t0.assign(keys.size(), mode == T0Reads::kAlways);
+    KVTIER_ASSIGN_OR_RETURN(out.got,
+                            client_->Get(keys, mode == T0Reads::kAlways ? Tier::kT0 : Tier::kT1));
+  }
+  // T0 full of leased blocks answers RetryLater: such a block is still a hit, read from T1.
+  std::vector<BlockKey> retry;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (out.from_t0[i] && CodeOf(out.got[i]) == BlockCode::kRetryLater) {
+      retry.push_back(keys[i]);
+      at.push_back(i);
+    }
+  }
+  if (retry.empty()) return out;
+  absl::StatusOr<std::vector<BlockResult>> again = client_->Get(retry, Tier::kT1);
+  if (!again.ok()) {
+    std::vector<BlockKey> leased;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (CodeOf(out.got[i]) == BlockCode::kOk) leased.push_back(keys[i]);
+    }
+    if (!leased.empty()) (void)client_->Release(leased);
+    return again.status();
+  }
+  for (size_t j = 0; j < at.size(); ++j) {
+    out.got[at[j]] = (*again)[j];
+    out.from_t0[at[j]] = false;
+  }
   return out;
 }
 

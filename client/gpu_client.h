@@ -29,6 +29,7 @@
 //   - kAlways: every block is leased from T0; the daemon promotes T1 -> T0 (and T2 -> T1 -> T0)
 //     first, so later gets find the blocks on the GPU.
 //   - kNever: T1 only.
+// A block that T0 cannot take now (full of leased blocks: RetryLater) is read from T1 instead.
 // Either way only the leading run of hits is copied, one GpuTransfer covers both tiers and its
 // Wait releases every lease. Without a T0 on this GPU (none, another GPU, or the handle did not
 // open: logged) every mode reads T1. Whoever maps T0 can read and write all of it, as with T1.
