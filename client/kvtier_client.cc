@@ -102,7 +102,7 @@ absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
       (Chunked(keys.size(), impl.welcome.max_batch, [&](size_t off, size_t n) {
         const auto chunk = keys.subspan(off, n);
         Client::Impl::Call call{op, static_cast<uint32_t>(n),
-                                static_cast<uint8_t>(op == Op::kGet ? tier : Tier::kT0),
+                                op == Op::kGet ? static_cast<uint8_t>(tier) : uint8_t{0},
                                 [&](protocol::ArenaView a, protocol::ArenaRange r) {
                                   protocol::WriteKeys(a, r, chunk);
                                 }};
