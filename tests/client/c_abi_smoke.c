@@ -1,6 +1,7 @@
 /* The C ABI from C: kvtier_client_c.h compiles as strict C11, and every call works against a real
  * kvtierd (started by with_kvtierd.sh, which passes its socket as argv[1]): keys, put, lookup,
- * get with zero-copy reads of the leased slots, release, get_into, drop, stats, errors. */
+ * get with zero-copy reads of the leased slots, release, get_into, drop, stats, errors (and the
+ * GPU calls that need no GPU). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,10 @@ int main(int argc, char** argv) {
          kBlocks);
   PutLookupGet(c, keys, payloads);
   GetIntoDropStats(c, keys, payloads);
+  /* The T0 calls answer for a NULL GPU client (no GPU needed). */
+  EXPECT(kvtier_gpu_set_t0_reads(NULL, KVTIER_T0_READS_ALWAYS) == 3);
+  EXPECT(kvtier_gpu_t0_mapped(NULL) == 0);
+  EXPECT(kvtier_abi_version() == KVTIER_C_ABI_VERSION);
   kvtier_close(c);
   printf("c_abi_smoke: %s\n", failures == 0 ? "ok" : "FAILED");
   return failures == 0 ? 0 : 1;
