@@ -254,11 +254,14 @@ void DeviceTier::CompletionLoop() {
     }
     absl::Status status = WaitFor(p);
     const bool write = p.direction == Direction::kHostToDevice;
-    if (status.ok()) {
-      (write ? writes_ : reads_).fetch_add(1, std::memory_order_relaxed);
-      (write ? write_bytes_ : read_bytes_).fetch_add(p.bytes, std::memory_order_relaxed);
+    if (status.ok() && write) {
+      io_.Write(p.bytes);
+    } else if (status.ok()) {
+      io_.Read(p.bytes);
+    } else if (write) {
+      io_.WriteErrors();
     } else {
-      (write ? write_errors_ : read_errors_).fetch_add(1, std::memory_order_relaxed);
+      io_.ReadError();
     }
     if (p.done) p.done(std::move(status));
   }
@@ -316,12 +319,7 @@ TierStats DeviceTier::Stats() const {
   s.slot_bytes = slot_bytes_;
   s.capacity_slots = capacity_slots();
   s.used_slots = allocator_.used();
-  s.reads = reads_.load(std::memory_order_relaxed);
-  s.read_bytes = read_bytes_.load(std::memory_order_relaxed);
-  s.read_errors = read_errors_.load(std::memory_order_relaxed);
-  s.writes = writes_.load(std::memory_order_relaxed);
-  s.write_bytes = write_bytes_.load(std::memory_order_relaxed);
-  s.write_errors = write_errors_.load(std::memory_order_relaxed);
+  io_.Fill(s);
   s.rejected_allocations = allocator_.exhausted();
   return s;
 }

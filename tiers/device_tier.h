@@ -153,8 +153,7 @@ class DeviceTier final : public StorageTier {
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread completer_;
 
-  std::atomic<uint64_t> reads_{0}, read_bytes_{0}, read_errors_{0};
-  std::atomic<uint64_t> writes_{0}, write_bytes_{0}, write_errors_{0};
+  IoCounters io_;
 };
 
 }  // namespace kvtier

@@ -240,14 +240,13 @@ void HostTier::Free(SlotId slot) {
 void HostTier::Write(SlotId slot, const BlockRecord& record, const void* src, IoDone done) {
   absl::Status status;
   if (!ValidSlot(slot) || record.payload_bytes > slot_bytes_) {
-    write_errors_.fetch_add(1, std::memory_order_relaxed);
+    io_.WriteErrors();
     status = absl::InvalidArgumentError(
         fmt::format("t1 write: slot {} of {}, payload {} bytes of at most {}", slot,
                     capacity_slots(), record.payload_bytes, slot_bytes_));
   } else {
     std::memcpy(SlotData(slot), src, record.payload_bytes);
-    writes_.fetch_add(1, std::memory_order_relaxed);
-    write_bytes_.fetch_add(record.payload_bytes, std::memory_order_relaxed);
+    io_.Write(record.payload_bytes);
   }
   if (done) done(std::move(status));
 }
@@ -255,13 +254,12 @@ void HostTier::Write(SlotId slot, const BlockRecord& record, const void* src, Io
 void HostTier::Read(SlotId slot, void* dst, IoDone done) {
   absl::Status status;
   if (!ValidSlot(slot)) {
-    read_errors_.fetch_add(1, std::memory_order_relaxed);
+    io_.ReadError();
     status = absl::InvalidArgumentError(
         fmt::format("t1 read: slot {} out of range ({} slots)", slot, capacity_slots()));
   } else {
     std::memcpy(dst, SlotData(slot), slot_bytes_);
-    reads_.fetch_add(1, std::memory_order_relaxed);
-    read_bytes_.fetch_add(slot_bytes_, std::memory_order_relaxed);
+    io_.Read(slot_bytes_);
   }
   if (done) done(std::move(status));
 }
@@ -271,12 +269,7 @@ TierStats HostTier::Stats() const {
   s.slot_bytes = slot_bytes_;
   s.capacity_slots = capacity_slots();
   s.used_slots = allocator_.used();
-  s.reads = reads_.load(std::memory_order_relaxed);
-  s.read_bytes = read_bytes_.load(std::memory_order_relaxed);
-  s.read_errors = read_errors_.load(std::memory_order_relaxed);
-  s.writes = writes_.load(std::memory_order_relaxed);
-  s.write_bytes = write_bytes_.load(std::memory_order_relaxed);
-  s.write_errors = write_errors_.load(std::memory_order_relaxed);
+  io_.Fill(s);
   s.rejected_allocations = allocator_.exhausted();
   return s;
 }

@@ -109,8 +109,7 @@ class HostTier final : public StorageTier {
   HostTierPlacement placement_;
   SlotAllocator allocator_;
   std::unique_ptr<DmaRegistration> dma_;  // destroyed first in ~HostTier, before munmap
-  std::atomic<uint64_t> reads_{0}, read_bytes_{0}, read_errors_{0};
-  std::atomic<uint64_t> writes_{0}, write_bytes_{0}, write_errors_{0};
+  IoCounters io_;
 };
 
 }  // namespace kvtier

@@ -249,12 +249,7 @@ TierStats NvmeTier::Stats() const {
     st.admission_probes = admission_probes_;
     st.admission_resumes = admission_resumes_;
   }
-  st.reads = reads_;
-  st.read_bytes = read_bytes_;
-  st.read_errors = read_errors_;
-  st.writes = writes_;
-  st.write_bytes = write_bytes_;
-  st.write_errors = write_errors_;
+  io_.Fill(st);
   st.checksum_failures = checksum_failures_;
   st.rejected_allocations = rejected_;
   st.metadata_failures = metadata_failures_;

@@ -153,8 +153,7 @@ class NvmeTier final : public StorageTier {
   uint64_t admission_stops_ = 0, admission_probes_ = 0, admission_resumes_ = 0;  // guarded by mu_
 
   std::atomic<uint64_t> next_epoch_{1};
-  std::atomic<uint64_t> reads_{0}, read_bytes_{0}, read_errors_{0};
-  std::atomic<uint64_t> writes_{0}, write_bytes_{0}, write_errors_{0};
+  IoCounters io_;
   std::atomic<uint64_t> checksum_failures_{0}, rejected_{0}, metadata_failures_{0};
   uint64_t recovered_blocks_ = 0;
   double recovery_seconds_ = 0;

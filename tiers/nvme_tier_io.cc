@@ -88,7 +88,7 @@ void NvmeTier::OnWriteDone(uint32_t dir, PendingWrite write, uint32_t len, int r
     pending_[dir].push_back(std::move(write));  // committed at the end of this completion batch
     return;
   }
-  ++write_errors_;
+  io_.WriteErrors();
   const std::string why = fmt::format("writing slot {} ({} at offset {}): {}", write.slot,
                                       files_[dir]->path(), OffsetOf(write.slot), IoError(res, len));
   if (DiskFull(res)) {  // res != len here, so res >= 0 is a short write
@@ -111,7 +111,7 @@ void NvmeTier::CommitBatch(uint32_t dir) {
     status = metadata_->PutBatch(records);
   }
   if (!status.ok()) {
-    write_errors_ += batch.size();
+    io_.WriteErrors(batch.size());
     ++metadata_failures_;
     StopAdmitting(fmt::format("committing {} writes: {}", batch.size(), status.ToString()));
   }
@@ -131,8 +131,7 @@ void NvmeTier::FinishCommit(std::vector<PendingWrite>& batch, const absl::Status
   }
   for (PendingWrite& w : batch) {
     if (status.ok()) {
-      ++writes_;
-      write_bytes_ += w.record.payload_bytes;
+      io_.Write(w.record.payload_bytes);
     }
     w.done(status);
   }
@@ -170,7 +169,7 @@ void NvmeTier::Read(SlotId slot, void* dst, IoDone done) {
 void NvmeTier::OnReadDone(SlotId slot, const BlockRecord& record, uint64_t epoch, void* dst,
                           uint32_t len, int res, IoDone done) {
   if (res != static_cast<int>(len)) {
-    ++read_errors_;
+    io_.ReadError();
     const std::string why =
         fmt::format("reading slot {} (key {}): {}", slot, record.key.ToHex(), IoError(res, len));
     Retire(slot, why);
@@ -201,8 +200,7 @@ void NvmeTier::VerifyRead(SlotId slot, const BlockRecord& record, uint64_t epoch
     done(absl::DataLossError(fmt::format("t2: checksum mismatch for key {}", record.key.ToHex())));
     return;
   }
-  ++reads_;
-  read_bytes_ += record.payload_bytes;
+  io_.Read(record.payload_bytes);
   done(absl::OkStatus());
 }
 

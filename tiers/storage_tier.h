@@ -13,6 +13,7 @@
 // error.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 
@@ -49,6 +50,32 @@ struct TierStats {
   uint64_t admission_stops = 0;    // times admission stopped (full disk, failed metadata put)
   uint64_t admission_probes = 0;   // checks, while stopped, whether room came back
   uint64_t admission_resumes = 0;  // probes that found room: admission started again
+};
+
+// The I/O counts every tier keeps for TierStats, bumped from any thread (relaxed: statistics).
+struct IoCounters {
+  std::atomic<uint64_t> reads{0}, read_bytes{0}, read_errors{0};
+  std::atomic<uint64_t> writes{0}, write_bytes{0}, write_errors{0};
+
+  void Read(uint64_t bytes) {
+    reads.fetch_add(1, std::memory_order_relaxed);
+    read_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void Write(uint64_t bytes) {
+    writes.fetch_add(1, std::memory_order_relaxed);
+    write_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void ReadError() { read_errors.fetch_add(1, std::memory_order_relaxed); }
+  void WriteErrors(uint64_t n = 1) { write_errors.fetch_add(n, std::memory_order_relaxed); }
+  // Copies the six counts into `s`.
+  void Fill(TierStats& s) const {
+    s.reads = reads.load(std::memory_order_relaxed);
+    s.read_bytes = read_bytes.load(std::memory_order_relaxed);
+    s.read_errors = read_errors.load(std::memory_order_relaxed);
+    s.writes = writes.load(std::memory_order_relaxed);
+    s.write_bytes = write_bytes.load(std::memory_order_relaxed);
+    s.write_errors = write_errors.load(std::memory_order_relaxed);
+  }
 };
 
 // Runs once when an operation completes: OK, or why not (DataLoss for a checksum mismatch, Internal
