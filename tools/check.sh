@@ -6,6 +6,9 @@
 # what .ci/run runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The GPU variants compile most sources exactly as the CPU build does, in another build directory:
+# without these, ccache hashes the directory (debug info names it) and compiles everything again.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 echo "== check: format =="
 tools/format.sh --check
 for preset in default asan tsan; do
