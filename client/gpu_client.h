@@ -106,13 +106,17 @@ class GpuTransfer {
 // Where GetIntoCache reads blocks from when the daemon has a T0 on this GPU (gpu_client.h top).
 enum class T0Reads { kNever = 0, kWhenPresent = 1, kAlways = 2 };
 
+// The automatic path takes DMA only for contiguous pieces of at least this many bytes.
+inline constexpr uint64_t kMinDmaPieceBytes = 64 << 10;
+
 struct GpuClientOptions {
   int device = 0;  // the engine's GPU (its cache and streams live there)
   T0Reads t0_reads = T0Reads::kWhenPresent;
   // A put checksums its payloads in T1 once their copies land, on up to this many threads, a
   // chunk of blocks per thread as each chunk's copies complete (so hashing overlaps the DMA).
   int hash_threads = 8;
-  // kDma for caches whose (block, layer, K|V) pieces are contiguous, else kKernel; set to force.
+  // kDma for caches whose (block, layer, K|V) pieces are contiguous and at least
+  // kMinDmaPieceBytes, else kKernel; set to force one.
   std::optional<KvCopyPath> path;
 };
 

@@ -137,7 +137,8 @@ typedef struct {
 } kvtier_kv_cache;
 
 /* GPU transfers on `device` for `client` (which must outlive it); registers T1 with the GPU.
- * path: KVTIER_PATH_AUTO (DMA when pieces are contiguous, else the kernel), _DMA or _KERNEL. */
+ * path: KVTIER_PATH_AUTO (DMA for contiguous pieces of 64 KiB and up, else the kernel), _DMA or
+ * _KERNEL. */
 int kvtier_gpu_open(kvtier_client* client, int device, int path, kvtier_gpu** out);
 void kvtier_gpu_close(kvtier_gpu* gpu);
 
