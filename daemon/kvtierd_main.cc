@@ -23,8 +23,14 @@ int Fail(const absl::Status& status, int code) {
 }
 
 void LogConfig(const std::string& path, const DaemonConfig& config) {
-  KVTIER_LOG(kInfo, "daemon", "config {}: T1 {} bytes, T2 {}, socket {}, metrics {}",
-             path.empty() ? "(defaults)" : path, config.tiers.t1.capacity_bytes,
+  const std::string t0 = !config.t0_enabled ? "off"
+                         : config.tiers.t0->capacity_bytes != 0
+                             ? fmt::format("{} bytes on GPU {}", config.tiers.t0->capacity_bytes,
+                                           config.tiers.t0->device)
+                             : fmt::format("{} of GPU {}'s free memory",
+                                           config.tiers.t0->free_fraction, config.tiers.t0->device);
+  KVTIER_LOG(kInfo, "daemon", "config {}: T0 {}, T1 {} bytes, T2 {}, socket {}, metrics {}",
+             path.empty() ? "(defaults)" : path, t0, config.tiers.t1.capacity_bytes,
              config.t2_enabled
                  ? fmt::format("{} bytes x {} directories", config.tiers.t2->capacity_bytes,
                                config.ManagerOptions().t2->directories.size())
