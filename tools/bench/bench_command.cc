@@ -1,5 +1,6 @@
 #include "tools/bench/bench_command.h"
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <optional>

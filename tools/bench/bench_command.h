@@ -1,7 +1,9 @@
 // `kvtier bench`: a load generator for a running kvtierd (docs/benchmarks.md "Daemon protocol").
 #pragma once
 
-#include <CLI/CLI.hpp>
+namespace CLI {
+class App;  // CLI/CLI.hpp: only the .cc files that build flags include it (it is slow to compile)
+}  // namespace CLI
 
 namespace kvtier::bench {
 

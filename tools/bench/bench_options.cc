@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
+
 #include "client/protocol/wire_format.h"
 
 namespace kvtier::bench {

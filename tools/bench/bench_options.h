@@ -2,12 +2,15 @@
 // describe (BenchOptions). Separate so that tests can parse argument vectors without a daemon.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
 #include "common/status.h"
 #include "tools/bench/key_space.h"
+
+namespace CLI {
+class App;  // CLI/CLI.hpp: only the .cc files that build flags include it (it is slow to compile)
+}  // namespace CLI
 
 namespace kvtier::bench {
 

@@ -1,7 +1,9 @@
 // `kvtier replay`: runs the daemon's index and policies over a request trace with simulated tiers.
 #pragma once
 
-#include <CLI/CLI.hpp>
+namespace CLI {
+class App;  // CLI/CLI.hpp: only the .cc files that build flags include it (it is slow to compile)
+}  // namespace CLI
 
 namespace kvtier::replay {
 

@@ -1,6 +1,8 @@
 // The flag declarations of `kvtier replay` (its --help). Values are checked by replay_plan.cc.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
+
 #include "tools/replay/replay_plan.h"
 
 namespace kvtier::replay {

@@ -3,7 +3,6 @@
 // ResolvedTiers (capacities in blocks and the block size, once the trace is loaded).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,6 +14,10 @@
 #include "tools/replay/replay_args.h"
 #include "tools/replay/sweep.h"
 #include "tools/replay/trace_reader.h"
+
+namespace CLI {
+class App;  // CLI/CLI.hpp: only the .cc files that build flags include it (it is slow to compile)
+}  // namespace CLI
 
 namespace kvtier::replay {
 

@@ -2,7 +2,9 @@
 // the protocol's Stats op); --watch refreshes it.
 #pragma once
 
-#include <CLI/CLI.hpp>
+namespace CLI {
+class App;  // CLI/CLI.hpp: only the .cc files that build flags include it (it is slow to compile)
+}  // namespace CLI
 
 namespace kvtier::stat {
 

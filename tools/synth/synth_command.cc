@@ -1,5 +1,6 @@
 #include "tools/synth/synth_command.h"
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>

@@ -1,7 +1,9 @@
 // `kvtier synth`: a seeded workload generator writing Mooncake-format traces.
 #pragma once
 
-#include <CLI/CLI.hpp>
+namespace CLI {
+class App;  // CLI/CLI.hpp: only the .cc files that build flags include it (it is slow to compile)
+}  // namespace CLI
 
 namespace kvtier::synth {
 
