@@ -132,6 +132,16 @@ absl::Status GpuClient::EnqueuePayloads(const PagedKvCache& cache, KvCopyDirecti
       std::span<void* const>(payloads.data(), payloads.size()), PathFor(cache), stream);
 }
 
+// On an error path: gives back the leases `got` holds (results[i] for keys[i]; may be shorter).
+void GpuClient::ReleaseLeased(absl::Span<const BlockKey> keys,
+                              const std::vector<BlockResult>& got) {
+  std::vector<BlockKey> leased;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (CodeOf(got[i]) == BlockCode::kOk) leased.push_back(keys[i]);
+  }
+  if (!leased.empty()) (void)client_->Release(leased);
+}
+
 absl::StatusOr<GpuClient::Leased> GpuClient::Lease(absl::Span<const BlockKey> keys) {
   const T0Reads mode = t0_device_ == nullptr ? T0Reads::kNever : t0_reads_;
   Leased out;
@@ -154,11 +164,7 @@ absl::StatusOr<GpuClient::Leased> GpuClient::Lease(absl::Span<const BlockKey> ke
   if (retry.empty()) return out;
   absl::StatusOr<std::vector<BlockResult>> again = client_->Get(retry, Tier::kT1);
   if (!again.ok()) {
-    std::vector<BlockKey> leased;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (CodeOf(out.got[i]) == BlockCode::kOk) leased.push_back(keys[i]);
-    }
-    if (!leased.empty()) (void)client_->Release(leased);
+    ReleaseLeased(keys, out.got);
     return again.status();
   }
   for (size_t j = 0; j < at.size(); ++j) {
@@ -182,11 +188,7 @@ absl::StatusOr<GpuClient::Leased> GpuClient::LeaseWherePresent(absl::Span<const 
     if (group[g].empty()) continue;
     absl::StatusOr<std::vector<BlockResult>> r = client_->Get(group[g], g ? Tier::kT0 : Tier::kT1);
     if (!r.ok()) {
-      std::vector<BlockKey> leased;  // the T0 group's, when the T1 get failed
-      for (size_t j = 0; j < got[1].size(); ++j) {
-        if (CodeOf(got[1][j]) == BlockCode::kOk) leased.push_back(group[1][j]);
-      }
-      if (!leased.empty()) (void)client_->Release(leased);
+      ReleaseLeased(group[1], got[1]);  // the T0 group's, when the T1 get failed
       return r.status();
     }
     got[g] = std::move(*r);

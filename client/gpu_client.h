@@ -159,6 +159,8 @@ class GpuClient {
     std::vector<protocol::BlockResult> got;
     std::vector<bool> from_t0;
   };
+  void ReleaseLeased(absl::Span<const BlockKey> keys,
+                     const std::vector<protocol::BlockResult>& got);
   absl::StatusOr<Leased> Lease(absl::Span<const BlockKey> keys);
   absl::StatusOr<Leased> LeaseWherePresent(absl::Span<const BlockKey> keys);
   KvCopyPath PathFor(const PagedKvCache& cache) const;
