@@ -10,7 +10,7 @@ namespace kvtier {
 
 // checksum_avx2.cc, compiled for AVX2: call only where the CPU has it.
 uint64_t Xxh3Avx2(const void* data, size_t bytes);
-uint64_t CopyAndXxh3Avx2(void* dst, const void* src, size_t bytes, size_t chunk, bool stream);
+uint64_t CopyAndXxh3Avx2(void* dst, const void* src, size_t bytes, bool stream);
 
 namespace {
 
@@ -36,7 +36,7 @@ uint64_t CopyAndChecksum(void* dst, const void* src, size_t bytes) {
   constexpr size_t kChunk = 64 * 1024;  // well inside L2 on any server CPU
 #if defined(__x86_64__)
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return CopyAndXxh3Avx2(dst, src, bytes, kChunk, bytes >= kStreamCopyMinBytes);
+  if (avx2) return CopyAndXxh3Avx2(dst, src, bytes, bytes >= kStreamCopyMinBytes);
 #endif
   XXH3_state_t state;
   XXH3_INITSTATE(&state);

@@ -18,14 +18,16 @@ namespace kvtier {
 uint64_t PayloadChecksum(const void* data, size_t bytes);
 
 // Copies `bytes` from `src` to `dst` (which must not overlap) and returns PayloadChecksum(src,
-// bytes), in one pass: each chunk is hashed right after it is copied, while it is still in the CPU
-// cache, so the checksum costs little more than the copy (a client's put).
+// bytes), in one pass (a client's put). With AVX2, XXH3's long loop is fused with the copy: each
+// 64-byte stripe is loaded once, stored, and folded into the hash from the same registers, so the
+// checksum costs almost nothing next to the copy (checksum_avx2.cc). Without AVX2, 64 KiB chunks
+// are copied and hashed while still in the cache.
 //
-// From kStreamCopyMinBytes up (and with AVX2) the copy uses non-temporal stores: a put's
-// destination is a T1 slot that this thread will not read again and that is too large to stay
-// cached anyway, so writing it without first reading every line into the cache (what memcpy does)
-// halves the memory traffic. The copy is complete and visible to other threads (store fence) when
-// this returns, like memcpy's.
+// From kStreamCopyMinBytes up (with AVX2, to a 32-byte aligned `dst`) the copy uses non-temporal
+// stores: a put's destination is a T1 slot that this thread will not read again and that is too
+// large to stay cached anyway, so writing it without first reading every line into the cache (what
+// memcpy does) halves the memory traffic. The copy is complete and visible to other threads (store
+// fence) when this returns, like memcpy's.
 inline constexpr size_t kStreamCopyMinBytes = 256 * 1024;
 uint64_t CopyAndChecksum(void* dst, const void* src, size_t bytes);
 

@@ -20,20 +20,12 @@ namespace {
 // Copies with non-temporal (streaming) stores: the destination's cache lines are written whole
 // without being read first, and do not push the source out of the cache. Against memcpy into memory
 // that is not cached (a T1 slot), this moves about half the bytes over the memory bus (memcpy reads
-// every destination line before writing it). Streaming stores are weakly ordered: the fence at the
-// end keeps the request that publishes the block (a release store into the ring) from becoming
-// visible before the payload.
+// every destination line before writing it). `d` must be 32-byte aligned. Streaming stores are
+// weakly ordered: the caller fences once it has copied everything (see CopyAndXxh3Avx2).
 void StreamCopy(unsigned char* d, const unsigned char* s, size_t n) {
 #if !defined(__x86_64__)
   __builtin_memcpy(d, s, n);  // never called there (checksum.cc checks for AVX2); keeps it building
 #else
-  const size_t head = (32 - reinterpret_cast<uintptr_t>(d) % 32) % 32;
-  if (head >= n) {
-    __builtin_memcpy(d, s, n);
-    return;
-  }
-  __builtin_memcpy(d, s, head);
-  d += head, s += head, n -= head;
   for (; n >= 128; n -= 128, d += 128, s += 128) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32));
@@ -49,28 +41,91 @@ void StreamCopy(unsigned char* d, const unsigned char* s, size_t n) {
                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
   }
   __builtin_memcpy(d, s, n);
-  _mm_sfence();
 #endif
+}
+
+#if defined(__x86_64__)
+// xxhash.h's XXH3_accumulate_512_avx2 on two 32-byte halves of a stripe already in registers.
+inline void Accumulate(__m256i* acc, __m256i data, const unsigned char* secret) {
+  const __m256i key = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(secret));
+  const __m256i data_key = _mm256_xor_si256(data, key);
+  const __m256i data_key_lo = _mm256_shuffle_epi32(data_key, _MM_SHUFFLE(0, 3, 0, 1));
+  const __m256i product = _mm256_mul_epu32(data_key, data_key_lo);
+  const __m256i data_swap = _mm256_shuffle_epi32(data, _MM_SHUFFLE(1, 0, 3, 2));
+  *acc = _mm256_add_epi64(product, _mm256_add_epi64(*acc, data_swap));
+}
+
+// One full XXH3 block (16 stripes): each stripe is loaded once, streamed to `d` (32-byte
+// aligned) and folded into the accumulators from the same registers.
+inline void StreamAndAccumulateBlock(xxh_u64* acc, unsigned char* d, const unsigned char* s,
+                                     const unsigned char* secret, size_t stripes) {
+  auto* a = reinterpret_cast<__m256i*>(acc);
+  __m256i a0 = a[0], a1 = a[1];
+  for (size_t i = 0; i < stripes; ++i, d += 64, s += 64, secret += XXH_SECRET_CONSUME_RATE) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d), lo);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32), hi);
+    Accumulate(&a0, lo, secret);
+    Accumulate(&a1, hi, secret + 32);
+  }
+  a[0] = a0, a[1] = a1;
+}
+#endif
+
+void CopyPiece(unsigned char* d, const unsigned char* s, size_t n, bool stream) {
+  if (stream) {
+    StreamCopy(d, s, n);
+  } else {
+    __builtin_memcpy(d, s, n);
+  }
 }
 
 }  // namespace
 
-uint64_t CopyAndXxh3Avx2(void* dst, const void* src, size_t bytes, size_t chunk, bool stream) {
-  XXH3_state_t state;
-  XXH3_INITSTATE(&state);
-  XXH3_64bits_reset(&state);
+// XXH3-64's long-input loop (xxhash.h's XXH3_hashLong_64b_internal with the default secret),
+// with each 1 KiB block copied just before it is folded into the accumulators: the hash reads the
+// block from L1, and no per-chunk streaming-state bookkeeping is paid (XXH3_64bits_update costs
+// ~0.1 us a call, which is why chunked updates were slower than this for any chunk size).
+// checksum_test pins the result to XXH3_64bits for lengths around every boundary.
+uint64_t CopyAndXxh3Avx2(void* dst, const void* src, size_t bytes, bool stream) {
   auto* d = static_cast<unsigned char*>(dst);
-  const auto* s = static_cast<const unsigned char*>(src);
-  for (size_t off = 0; off < bytes; off += chunk) {
-    const size_t n = bytes - off < chunk ? bytes - off : chunk;
-    if (stream) {
-      StreamCopy(d + off, s + off, n);
-    } else {
-      __builtin_memcpy(d + off, s + off, n);
-    }
-    XXH3_64bits_update(&state, s + off, n);  // the chunk was just read: hashed from the cache
+  const auto* s = static_cast<const xxh_u8*>(src);
+  if (bytes <= XXH3_MIDSIZE_MAX) {  // short inputs take other code paths in XXH3: copy, then hash
+    __builtin_memcpy(d, s, bytes);
+    return XXH3_64bits(s, bytes);
   }
-  return XXH3_64bits_digest(&state);
+  stream = stream && reinterpret_cast<uintptr_t>(d) % 32 == 0;  // else plain stores
+  const xxh_u8* secret = XXH3_kSecret;
+  constexpr size_t kSecretSize = sizeof(XXH3_kSecret);
+  constexpr size_t kStripesPerBlock = (kSecretSize - XXH_STRIPE_LEN) / XXH_SECRET_CONSUME_RATE;
+  constexpr size_t kBlockLen = XXH_STRIPE_LEN * kStripesPerBlock;
+  XXH_ALIGN(XXH_ACC_ALIGN) xxh_u64 acc[XXH_ACC_NB] = XXH3_INIT_ACC;
+  const size_t blocks = (bytes - 1) / kBlockLen;
+  for (size_t n = 0; n < blocks; ++n) {
+#if defined(__x86_64__)
+    if (stream) {
+      StreamAndAccumulateBlock(acc, d + n * kBlockLen, s + n * kBlockLen, secret, kStripesPerBlock);
+    } else
+#endif
+    {
+      __builtin_memcpy(d + n * kBlockLen, s + n * kBlockLen, kBlockLen);
+      XXH3_accumulate(acc, s + n * kBlockLen, secret, kStripesPerBlock, XXH3_accumulate_512_avx2);
+    }
+    XXH3_scrambleAcc_avx2(acc, secret + kSecretSize - XXH_STRIPE_LEN);
+  }
+  const size_t done = blocks * kBlockLen;  // the last, partial block: 1 to kBlockLen bytes
+  CopyPiece(d + done, s + done, bytes - done, stream);
+  XXH3_accumulate(acc, s + done, secret, (bytes - 1 - done) / XXH_STRIPE_LEN,
+                  XXH3_accumulate_512_avx2);
+  constexpr size_t kLastAccStart = 7;  // XXH_SECRET_LASTACC_START
+  XXH3_accumulate_512_avx2(acc, s + bytes - XXH_STRIPE_LEN,
+                           secret + kSecretSize - XXH_STRIPE_LEN - kLastAccStart);
+#if defined(__x86_64__)
+  if (stream) _mm_sfence();  // the streamed stores are visible before anything published after
+#endif
+  constexpr size_t kMergeAccsStart = 11;  // XXH_SECRET_MERGEACCS_START
+  return XXH3_mergeAccs(acc, secret + kMergeAccsStart, static_cast<xxh_u64>(bytes) * XXH_PRIME64_1);
 }
 
 }  // namespace kvtier

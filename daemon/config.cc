@@ -40,6 +40,10 @@ absl::Status ValidateDaemon(const DaemonConfig& c) {
                     "address), it is {}",
                     socket, kMaxSocketPath, socket.size()));
   }
+  if (c.daemon.spin_us > 1'000'000) {
+    return Invalid(
+        fmt::format("daemon.spin_us: {} is more than 1000000 (one second)", c.daemon.spin_us));
+  }
   KVTIER_RETURN_IF_ERROR(ValidateListenAddress(c.metrics.listen_address));
   const std::string& pool = c.pool.name;
   const bool pool_ok = !pool.empty() && std::all_of(pool.begin(), pool.end(), [](char ch) {

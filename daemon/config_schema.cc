@@ -40,6 +40,10 @@ std::vector<ConfigKey> DaemonKeys() {
       Bool("daemon.verify_puts",
            "put_commit checks every payload against the client's checksum before publishing it",
            KVTIER_FIELD(daemon.verify_puts)),
+      Uint("daemon.spin_us",
+           "Microseconds a connection's thread polls its idle rings before it sleeps on the "
+           "doorbell (<= 1000000): lower it where clients outnumber the CPUs",
+           KVTIER_FIELD(daemon.spin_us)),
       Uint("daemon.verify_threads",
            "Threads hashing the payloads of one large put_commit (>= 8 MiB) in parallel; 0: the "
            "connection's own thread",

@@ -41,6 +41,7 @@ ServerOptions ServerOptionsOf(const DaemonConfig& config) {
   o.socket_mode = config.daemon.socket_mode;
   o.allowed_uids = config.daemon.allowed_uids;
   o.allowed_gids = config.daemon.allowed_gids;
+  o.connection.spin_us = static_cast<int>(config.daemon.spin_us);
   return o;
 }
 

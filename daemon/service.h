@@ -118,7 +118,7 @@ struct ServiceOptions {
   // (kBadChecksum), so a torn or wrong copy is never published. Off, a put costs one pass over its
   // bytes less; a wrong payload is then caught only when the block is demoted (re-hashed against
   // the committed checksum and dropped) or read back from T2.
-  bool verify_puts = true;
+  bool verify_puts = false;  // the daemon.verify_puts default (docs/configuration.md)
   // Threads that hash the payloads of one large put_commit in parallel (a commit of at least
   // kParallelVerifyBytes); 0: every commit is hashed on its connection's own thread.
   uint32_t verify_threads = 4;

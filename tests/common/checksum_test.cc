@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -39,6 +40,38 @@ TEST(ChecksumTest, LargeCopiesAreExactAtAnyAlignmentAndLength) {
           << dst_offset << " " << bytes;
       for (size_t i = 0; i < dst_offset; ++i) ASSERT_EQ(dst[i], 0xee) << "wrote before the start";
       EXPECT_EQ(dst[dst_offset + bytes], 0xee) << "wrote past the end";
+    }
+  }
+}
+
+TEST(ChecksumTest, EveryLengthAroundXxh3BlockBoundariesHashesLikeTheLibrary) {
+  // The fused loop copies and hashes 1 KiB blocks (16 stripes of 64 bytes), with a partial block
+  // and an overlapping last stripe at the end; inputs up to 240 bytes take XXH3's short paths.
+  // Streamed (aligned destination, kStreamCopyMinBytes and up) and plain stores both.
+  std::mt19937_64 rng(11);
+  std::vector<size_t> lengths;
+  for (size_t n = 0; n <= 1300; ++n) lengths.push_back(n);
+  for (size_t blocks : {2, 3, 16, 255, 256, 257}) {
+    for (size_t delta : {-65, -64, -63, -1, 0, 1, 63, 64, 65})
+      lengths.push_back(blocks * 1024 + delta);
+  }
+  for (size_t n : {size_t{kStreamCopyMinBytes} - 1, size_t{kStreamCopyMinBytes} + 1000,
+                   size_t{2} << 20, (size_t{2} << 20) + 77}) {
+    lengths.push_back(n);
+  }
+  std::vector<unsigned char> src((size_t{2} << 20) + 200);
+  for (auto& b : src) b = static_cast<unsigned char>(rng());
+  std::vector<unsigned char> dst_storage(src.size() + 128);
+  const size_t aligned = (32 - reinterpret_cast<uintptr_t>(dst_storage.data()) % 32) % 32;
+  for (size_t dst_offset : {aligned + 32, aligned + 40}) {
+    for (size_t n : lengths) {
+      std::fill(dst_storage.begin(), dst_storage.end(), 0xee);
+      unsigned char* dst = dst_storage.data() + dst_offset;
+      const uint64_t sum = CopyAndChecksum(dst, src.data() + 5, n);
+      ASSERT_EQ(sum, XXH3_64bits(src.data() + 5, n)) << n << " bytes, dst offset " << dst_offset;
+      ASSERT_EQ(std::memcmp(dst, src.data() + 5, n), 0) << n;
+      ASSERT_EQ(dst[n], 0xee) << "wrote past the end at " << n;
+      ASSERT_EQ(dst[-1], 0xee) << "wrote before the start at " << n;
     }
   }
 }

@@ -23,7 +23,8 @@ allowed_groups = [0]
 log_level = "debug"
 log_file = "/var/log/kvtierd.log"
 record_file = "lookups.jsonl"
-verify_puts = false
+verify_puts = true
+spin_us = 7
 verify_threads = 2
 [metrics]
 enabled = false

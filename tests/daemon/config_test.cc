@@ -124,6 +124,8 @@ TEST(ConfigTest, TierChecksNameTheKeyTheyAreAbout) {
               HasSubstr(":2: metrics.listen_address: 'localhost' is not host:port"));
   EXPECT_THAT(LoadError(dir, "[daemon]\nsocket_path = \"" + std::string(120, 's') + "\"\n"),
               HasSubstr(":2: daemon.socket_path: '"));
+  EXPECT_THAT(LoadError(dir, "[daemon]\nspin_us = 2000000\n"),
+              HasSubstr(":2: daemon.spin_us: 2000000 is more than 1000000 (one second)"));
 }
 
 TEST(ConfigTest, DisabledT2IsNotCheckedAndNotPassedOn) {

@@ -118,6 +118,8 @@ TEST_F(ServiceTest, TwoClientsStoringOnePrefixStoreItOnce) {
 }
 
 TEST_F(ServiceTest, APayloadThatDoesNotMatchItsChecksumIsNeverPublished) {
+  service_ = std::make_unique<Service>(*tiers_, *scope_, nullptr, nullptr,
+                                       ServiceOptions{.verify_puts = true});
   auto a = Open(Ns("m"));
   std::vector<PutBeginResult> begun = Begin(*a, {5}, 4096);
   ASSERT_EQ(begun[0].status, BlockStatus::kOk);
@@ -132,6 +134,8 @@ TEST_F(ServiceTest, APayloadThatDoesNotMatchItsChecksumIsNeverPublished) {
 }
 
 TEST_F(ServiceTest, ABadChecksumInAnyBlockOfACommitRejectsThatBlockOnly) {
+  service_ = std::make_unique<Service>(*tiers_, *scope_, nullptr, nullptr,
+                                       ServiceOptions{.verify_puts = true});
   for (size_t bad = 0; bad < 4; ++bad) {
     auto a = Open(Ns("m", std::to_string(bad)));
     std::vector<PutBeginResult> begun = Begin(*a, {0, 1, 2, 3}, 4096);

@@ -192,7 +192,7 @@ TEST(HostTierTest, ForkedChildMappingTheFdSharesBytesBothWays) {
 TEST(HostTierTest, TheSegmentIsSealedAgainstResizing) {
   std::unique_ptr<HostTier> tier = MakeTier();
   ASSERT_NE(tier, nullptr);
-  EXPECT_NE(ftruncate(tier->fd(), 4096), 0);
+  EXPECT_NE(ftruncate(tier->fd(), 0), 0);
   EXPECT_EQ(errno, EPERM);
   EXPECT_NE(ftruncate(tier->fd(), static_cast<off_t>(tier->size() * 2)), 0);
   const int seals = fcntl(tier->fd(), F_GET_SEALS);
