@@ -1,7 +1,9 @@
 #include "daemon/client_connection.h"
 
 #include <poll.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <mutex>
@@ -51,6 +53,25 @@ constexpr int kRequestsPerRound = 64;  // then completions are flushed again
 constexpr int kIdleSleepMs = 100;      // longest sleep; a stop or a bell wakes it sooner
 constexpr int kDrainOnStopMs = 5000;   // how long Stop waits for gets in flight
 constexpr int kFullCompletionRingPollMs = 1;
+
+// A worker's hold on one slot of the server's SpinBudget (none: always granted).
+class SpinSlot {
+ public:
+  explicit SpinSlot(SpinBudget* budget) : budget_(budget) {}
+  ~SpinSlot() { Release(); }
+  SpinSlot(const SpinSlot&) = delete;
+  SpinSlot& operator=(const SpinSlot&) = delete;
+  void TryAcquire() { held_ = held_ || budget_ == nullptr || budget_->TryAcquire(); }
+  void Release() {
+    if (held_ && budget_ != nullptr) budget_->Release();
+    held_ = false;
+  }
+  bool held() const { return held_; }
+
+ private:
+  SpinBudget* budget_;
+  bool held_ = false;
+};
 
 }  // namespace
 
@@ -111,6 +132,7 @@ void ClientConnection::Run() {
   std::byte record[protocol::kRecordBytes];
   uint64_t idle_rounds = 0;  // rounds without work since the last one with work
   auto idle_since = Clock::now();
+  SpinSlot slot(options_.spin_budget.get());
   while (!stop_.load(std::memory_order_acquire)) {
     bool progress = queue_->TakeAll(&pending);
     while (!pending.empty()) {
@@ -152,12 +174,17 @@ void ClientConnection::Run() {
     }
     if (progress) {
       idle_rounds = 0;
+      slot.Release();
       continue;
     }
     // Poll without reading the clock each round (a clock read cost 13% of a busy daemon's time):
-    // the first idle round notes the time, then every 64th looks at it.
-    if (idle_rounds++ == 0) idle_since = Clock::now();
-    if (idle_rounds % 64 != 0 || Clock::now() - idle_since < spin) continue;
+    // the first idle round notes the time, then every 64th looks at it. Only with a spin slot.
+    if (idle_rounds++ == 0) {
+      idle_since = Clock::now();
+      slot.TryAcquire();
+    }
+    if (slot.held() && (idle_rounds % 64 != 0 || Clock::now() - idle_since < spin)) continue;
+    slot.Release();
     idle_rounds = 0;
     absl::StatusOr<bool> sleep = requests.PrepareToSleep();
     if (!sleep.ok()) return Fail(std::string(sleep.status().message()));
@@ -168,6 +195,13 @@ void ClientConnection::Run() {
     daemon_bell_.Drain();
     queue_->wake.Drain();
   }
+}
+
+int DefaultSpinSlots() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int n = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  return std::max(1, n / 2);
 }
 
 }  // namespace kvtier

@@ -25,6 +25,7 @@
 #include "client/protocol/event_fd.h"
 #include "client/protocol/shm_region.h"
 #include "daemon/service.h"
+#include "daemon/spin_budget.h"
 
 namespace kvtier {
 
@@ -34,6 +35,9 @@ struct CompletionQueue;
 
 struct ClientConnectionOptions {
   int spin_us = 50;  // how long an idle worker polls before it sleeps
+  // Shared by every connection of a server: an idle worker polls only while it holds one of its
+  // slots, else it sleeps at once (spin_budget.h). Null: every idle worker polls.
+  std::shared_ptr<SpinBudget> spin_budget;
 };
 
 class ClientConnection {

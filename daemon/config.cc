@@ -40,6 +40,9 @@ absl::Status ValidateDaemon(const DaemonConfig& c) {
                     "address), it is {}",
                     socket, kMaxSocketPath, socket.size()));
   }
+  if (c.daemon.spin_threads > 4096) {
+    return Invalid(fmt::format("daemon.spin_threads: {} is more than 4096", c.daemon.spin_threads));
+  }
   if (c.daemon.spin_us > 1'000'000) {
     return Invalid(
         fmt::format("daemon.spin_us: {} is more than 1000000 (one second)", c.daemon.spin_us));

@@ -53,6 +53,7 @@ struct DaemonSettings {
   bool verify_puts = false;
   uint32_t verify_threads = 4;  // threads hashing one large put_commit (service.h)
   uint32_t spin_us = 50;        // how long an idle connection thread polls before it sleeps
+  uint32_t spin_threads = 0;    // connection threads polling at once; 0: half the CPUs
 };
 
 // [metrics]: the Prometheus endpoint.

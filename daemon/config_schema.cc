@@ -44,6 +44,10 @@ std::vector<ConfigKey> DaemonKeys() {
            "Microseconds a connection's thread polls its idle rings before it sleeps on the "
            "doorbell (<= 1000000): lower it where clients outnumber the CPUs",
            KVTIER_FIELD(daemon.spin_us)),
+      Uint("daemon.spin_threads",
+           "Most connection threads polling at once (the others sleep when idle); 0: half the "
+           "CPUs the daemon may run on, at least one",
+           KVTIER_FIELD(daemon.spin_threads)),
       Uint("daemon.verify_threads",
            "Threads hashing the payloads of one large put_commit (>= 8 MiB) in parallel; 0: the "
            "connection's own thread",

@@ -42,6 +42,9 @@ ServerOptions ServerOptionsOf(const DaemonConfig& config) {
   o.allowed_uids = config.daemon.allowed_uids;
   o.allowed_gids = config.daemon.allowed_gids;
   o.connection.spin_us = static_cast<int>(config.daemon.spin_us);
+  const uint32_t slots = config.daemon.spin_threads;
+  o.connection.spin_budget =
+      std::make_shared<SpinBudget>(slots == 0 ? DefaultSpinSlots() : static_cast<int>(slots));
   return o;
 }
 

@@ -25,6 +25,7 @@ log_file = "/var/log/kvtierd.log"
 record_file = "lookups.jsonl"
 verify_puts = true
 spin_us = 7
+spin_threads = 3
 verify_threads = 2
 [metrics]
 enabled = false
