@@ -90,6 +90,13 @@ class Client {
                                 const std::optional<BlockKey>& parent = std::nullopt) const;
 
   absl::StatusOr<LookupResult> Lookup(absl::Span<const BlockKey> keys);
+  // Lookup of many independent sequences at once (a scheduler step's waiting requests): one
+  // result per sequence, the same as Lookup of each. The requests go out back to back, up to as
+  // many as the rings and the arena hold, before the first answer is awaited, so the daemon serves
+  // a window of them per wake-up and the round trip is paid once per window, not once per
+  // sequence. A sequence longer than the daemon's max_batch is looked up alone afterwards.
+  absl::StatusOr<std::vector<LookupResult>> LookupMany(
+      absl::Span<const absl::Span<const BlockKey>> sequences);
   // Leases each block, promoting it into T1 as needed; one result per key (kOk: `slot` and
   // `payload_bytes` are valid until Release of that key).
   absl::StatusOr<std::vector<protocol::BlockResult>> Get(absl::Span<const BlockKey> keys);

@@ -32,8 +32,11 @@ void SetSleeping(uint32_t& flag, bool sleeping) {
 
 // Wakes the peer if it has announced that it sleeps; counts the rings in `rung`. Called after the
 // seq_cst store of our index (the waker's half of the handshake).
+// The waker takes the flag down itself (exchange): the records pushed before the sleeper has run
+// again find it 0 and ring no more, so a burst costs one system call, not one per record.
 void WakeIfSleeping(uint32_t& peer_flag, const EventFd* peer_bell, uint64_t* rung) {
-  if (Sleeping(peer_flag) && peer_bell != nullptr) {
+  if (peer_bell == nullptr || !Sleeping(peer_flag)) return;
+  if (std::atomic_ref<uint32_t>(peer_flag).exchange(0, kHandshake) != 0) {
     peer_bell->Signal();
     ++*rung;
   }

@@ -17,10 +17,14 @@
 // Sleeping without lost wakeups (a Dekker handshake; every access below is seq_cst):
 //   sleeper:  flag = 1; recheck the ring (load the peer's index); if still nothing, wait on its
 //             own bell; flag = 0.
-//   waker:    store its own index (publishing); load the peer's flag; if it is 1, ring the peer's
-//             bell.
+//   waker:    store its own index (publishing); load the peer's flag; if it is 1, set it to 0 by
+//             exchange and, if the exchange saw 1, ring the peer's bell.
 // Either the waker sees flag = 1 and rings, or the sleeper's recheck sees the new index. An eventfd
-// keeps a ring that comes before the wait, so it is not lost either. Wakes can be spurious.
+// keeps a ring that comes before the wait, so it is not lost either. Wakes can be spurious. The
+// waker lowering the flag means one ring per sleep: a burst of records pushed before the sleeper
+// runs again makes one system call, not one per record (the sleeper's own flag = 0 on waking is
+// then a no-op). So each side also writes the peer's flag; like the indices, a flag a peer
+// scribbles on can cost wake-ups or spurious wakes, never a read or write outside the ring.
 //
 // Who rings whom: the submission ring's producer is the client and its consumer the daemon; the
 // completion ring the other way round. Each endpoint holds the *peer's* bell to ring and is given

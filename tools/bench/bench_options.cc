@@ -31,6 +31,9 @@ void AddBenchFlags(CLI::App* cmd, BenchFlags* f) {
                   "lookup, get, put, nop or mixed (lookup + get hits + put misses); default "
                   "lookup, or mixed with --trace");
   cmd->add_option("--keys", o.keys, "Keys (blocks) per op, 1 to 1024")->capture_default_str();
+  cmd->add_option("--depth", o.depth,
+                  "Lookups per client call, sent back to back (Client::LookupMany); --op lookup")
+      ->capture_default_str();
   cmd->add_option("--dist", f->dist, "Key distribution: uniform, zipf or sequential")
       ->capture_default_str();
   cmd->add_option("--sequences", o.space.sequences, "Key chains in the key space")
@@ -70,6 +73,9 @@ absl::Status CheckOptions(const BenchOptions& o) {
   if (o.keys < 1 || o.keys > protocol::kMaxBatchKeys) {
     return bad(fmt::format("--keys {}: must be 1 to {}", o.keys, protocol::kMaxBatchKeys));
   }
+  if (o.depth < 1 || o.depth > 4096)
+    return bad(fmt::format("--depth {}: must be 1 to 4096", o.depth));
+  if (o.depth > 1 && o.op != BenchOp::kLookup) return bad("--depth: only with --op lookup");
   if (o.processes < 1 || o.processes > 256) return bad("--processes: must be 1 to 256");
   if (o.threads < 1 || o.threads > 256) return bad("--threads: must be 1 to 256");
   if (o.workers() > 1024) return bad("--processes x --threads: at most 1024 workers");

@@ -29,7 +29,8 @@ struct BenchOptions {
   std::string socket_path = "kvtier-data/kvtierd.sock";  // the default config's socket
   std::string model_id = "kvtier-bench";                 // the namespace the clients declare
   BenchOp op = BenchOp::kLookup;
-  uint32_t keys = 1;  // keys per op, 1..1024 (the protocol's max_batch)
+  uint32_t keys = 1;   // keys per op, 1..1024 (the protocol's max_batch)
+  uint32_t depth = 1;  // lookups per client call (Client::LookupMany), 1..4096; --op lookup only
   KeySpace space;
   uint32_t processes = 1;      // forked, each with its own connections
   uint32_t threads = 1;        // per process, each with its own Client

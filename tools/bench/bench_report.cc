@@ -79,6 +79,10 @@ std::string FormatBenchReport(const BenchOptions& o, const BenchTotals& t, const
   out +=
       "hit%: lookup keys in the hit prefix; get blocks found; put blocks stored. "
       "Latencies per client call.\n";
+  if (o.depth > 1) {
+    out += fmt::format("--depth {}: each lookup call carries {} lookups (ops counts lookups)\n",
+                       o.depth, o.depth);
+  }
   if (c.socket) out += SocketLine(t, c);
   if (c.memcpy_into_cold) out += MemcpyLine(o, t, BenchOp::kPut, *c.memcpy_into_cold);
   if (c.memcpy_out_of_cold) out += MemcpyLine(o, t, BenchOp::kGet, *c.memcpy_out_of_cold);
