@@ -28,45 +28,46 @@ Client::Impl::Call LookupCall(absl::Span<const BlockKey> keys) {
 absl::StatusOr<std::vector<LookupResult>> Client::LookupMany(
     absl::Span<const absl::Span<const BlockKey>> sequences) {
   std::vector<LookupResult> out(sequences.size());
-  std::vector<size_t> long_ones;  // more keys than one request carries: looked up alone
+  std::vector<size_t> alone;  // too many keys for a pipeline slot: looked up one by one after
   auto lock = impl_->Lock();
+  // A sliding window: request n uses arena part n % window, which the request submitted window
+  // requests earlier has released (it is finished before n is submitted).
   const uint32_t window = WindowOf(impl_->region->layout());
-  const uint32_t arena = impl_->region->arena().bytes;
+  const uint32_t part_bytes = impl_->region->arena().bytes / window / 8 * 8;
   struct InFlight {
     size_t index;
     protocol::Request sent;
   };
-  std::vector<InFlight> flight;
-  flight.reserve(window);
+  std::vector<InFlight> flight(window);
+  uint64_t submitted = 0, finished = 0;
   std::vector<uint8_t> tiers;
-  size_t next = 0;
-  while (next < sequences.size()) {
-    uint32_t offset = 0;  // each window fills the arena from its start
-    flight.clear();
-    for (; next < sequences.size() && flight.size() < window; ++next) {
-      const absl::Span<const BlockKey> keys = sequences[next];
-      if (keys.empty()) continue;
-      const Impl::Call call = LookupCall(keys);
-      const uint32_t bytes = Impl::ArenaBytes(call);
-      if (keys.size() > impl_->welcome.max_batch || bytes > arena) {
-        long_ones.push_back(next);
-        continue;
-      }
-      if (uint64_t{offset} + bytes > arena) break;  // the arena is full: this one opens the next
-      flight.push_back({next, {}});
-      KVTIER_RETURN_IF_ERROR(impl_->Submit(call, offset, &flight.back().sent));
-      offset += bytes;
+  auto finish_oldest = [&]() -> absl::Status {
+    const InFlight& f = flight[finished++ % window];
+    KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Finish(f.sent));
+    KVTIER_RETURN_IF_ERROR(
+        protocol::ReadLookupResult(impl_->region->arena(), f.sent, done, &tiers));
+    out[f.index].hit_blocks = done.count;
+    out[f.index].tiers.assign(tiers.begin(), tiers.begin() + done.count);
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const absl::Span<const BlockKey> keys = sequences[i];
+    if (keys.empty()) continue;
+    const Impl::Call call = LookupCall(keys);
+    if (keys.size() > impl_->welcome.max_batch || Impl::ArenaBytes(call) > part_bytes) {
+      alone.push_back(i);
+      continue;
     }
-    for (const InFlight& f : flight) {
-      KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Finish(f.sent));
-      KVTIER_RETURN_IF_ERROR(
-          protocol::ReadLookupResult(impl_->region->arena(), f.sent, done, &tiers));
-      out[f.index].hit_blocks = done.count;
-      out[f.index].tiers.assign(tiers.begin(), tiers.begin() + done.count);
-    }
+    if (submitted - finished == window) KVTIER_RETURN_IF_ERROR(finish_oldest());
+    InFlight& f = flight[submitted % window];
+    f.index = i;
+    KVTIER_RETURN_IF_ERROR(
+        impl_->Submit(call, static_cast<uint32_t>(submitted % window) * part_bytes, &f.sent));
+    ++submitted;
   }
+  while (finished < submitted) KVTIER_RETURN_IF_ERROR(finish_oldest());
   lock.unlock();
-  for (size_t i : long_ones) {
+  for (size_t i : alone) {
     KVTIER_ASSIGN_OR_RETURN(out[i], Lookup(sequences[i]));
   }
   return out;
