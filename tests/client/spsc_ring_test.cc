@@ -1,5 +1,6 @@
 // The shared-memory ring's edges in one process: empty and full, wrap-around, the sleep flag
-// handshake (a bell is rung only for a sleeping peer), and a peer that corrupts the indices.
+// handshake (a bell is rung only for a sleeping peer, once per sleep), and a peer that corrupts
+// the indices.
 #include "client/protocol/spsc_ring.h"
 
 #include <gtest/gtest.h>
@@ -102,6 +103,22 @@ TEST_F(RingTest, BellRingsOnlyWhenThePeerSleeps) {
   EXPECT_TRUE(producer_bell_->Drain());
   EXPECT_EQ(p.bells_rung(), 1u);  // only for the one push that found the consumer asleep
   EXPECT_EQ(c.bells_rung(), 1u);
+}
+
+TEST_F(RingTest, ABurstPushedToASleepingPeerRingsItOnce) {
+  RingProducer p = Producer();
+  RingConsumer c = Consumer();
+  ASSERT_TRUE(*c.PrepareToSleep());
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(*p.TryPush(Ptr(Numbered(i))));
+  EXPECT_EQ(p.bells_rung(), 1u);  // the first push lowered the flag; the other three saw it down
+  EXPECT_EQ(Control().consumer_sleeping, 0u);
+  EXPECT_TRUE(consumer_bell_->Drain());
+  c.EndSleep();
+  Record r;
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(*c.TryPop(&r));
+  ASSERT_TRUE(*c.PrepareToSleep());  // the next sleep is announced again, and rung again
+  ASSERT_TRUE(*p.TryPush(Ptr(Numbered(4))));
+  EXPECT_EQ(p.bells_rung(), 2u);
 }
 
 TEST_F(RingTest, BlockingPopReturnsRecordsAlreadyThere) {

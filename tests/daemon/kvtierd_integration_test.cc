@@ -349,3 +349,46 @@ TEST_F(KvtierdIntegrationTest, AClientWhoseUidIsNotAllowedIsRefused) {
 
 }  // namespace
 }  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// LookupMany pipelines lookups through a sliding window of arena parts: more sequences than the
+// window (256), each answered as Lookup answers it alone; an empty sequence has no hit, and one
+// longer than max_batch (1024 keys) is looked up on its own.
+TEST_F(KvtierdIntegrationTest, LookupManyAnswersEverySequenceAsLookupDoes) {
+  StartDaemon();
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  std::vector<std::vector<BlockKey>> seqs;
+  for (uint32_t s = 0; s < 20; ++s) {
+    seqs.push_back(SeqKeys(*c, s + 1, 8));
+    const std::vector<BlockKey> stored(seqs.back().begin(), seqs.back().begin() + s % 9);
+    if (!stored.empty()) {
+      ASSERT_TRUE(PutKeys(*c, stored).ok());
+    }
+  }
+  seqs.push_back(SeqKeys(*c, 99, 1100));
+  ASSERT_TRUE(PutKeys(*c, {seqs.back().begin(), seqs.back().begin() + 3}).ok());
+  seqs.emplace_back();  // empty
+  std::vector<absl::Span<const BlockKey>> many;
+  for (size_t i = 0; i < 700; ++i) many.emplace_back(seqs[(i * 7) % seqs.size()]);
+  absl::StatusOr<std::vector<client::LookupResult>> got = c->LookupMany(many);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), many.size());
+  size_t hits = 0;
+  for (size_t i = 0; i < many.size(); ++i) {
+    absl::StatusOr<client::LookupResult> alone = c->Lookup(many[i]);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    EXPECT_EQ((*got)[i].hit_blocks, alone->hit_blocks) << "sequence " << i;
+    EXPECT_EQ((*got)[i].tiers, alone->tiers) << "sequence " << i;
+    hits += alone->hit_blocks;
+  }
+  EXPECT_GT(hits, 0u);
+  EXPECT_TRUE(c->LookupMany({})->empty());
+  // The client is still in step with the daemon after the window wrapped.
+  EXPECT_EQ(c->Lookup(seqs[3])->hit_blocks, 3u);
+}
+
+}  // namespace
+}  // namespace kvtier
