@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <thread>
 
 #include "client/kvtier_client.h"
@@ -55,6 +56,7 @@ class ServerTest : public ::testing::Test {
     ServerOptions o;
     o.socket_path = tmp_.path() + "/kvtierd.sock";
     o.socket_mode = mode;
+    o.connection.spin_budget = spin_budget_;
     auto s = Server::Start(o, *service_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
@@ -91,11 +93,39 @@ class ServerTest : public ::testing::Test {
   }
 
   TempDir tmp_;
+  std::shared_ptr<SpinBudget> spin_budget_;  // null: every connection polls
   std::unique_ptr<TierManager> tiers_;
   std::unique_ptr<KeyScope> scope_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
 };
+
+// With one spin slot for four busy clients, the connections that find it taken sleep between
+// requests and are woken by their doorbells: every request is still answered, and every slot is
+// back in the budget once the clients are gone.
+TEST_F(ServerTest, ConnectionsBeyondTheSpinBudgetSleepAndStillServeEveryRequest) {
+  spin_budget_ = std::make_shared<SpinBudget>(1);
+  Start(0660);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (uint32_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::unique_ptr<client::Client> c = Connect(Ns("spin"));
+      if (c == nullptr) return failures.fetch_add(1), void();
+      for (uint32_t round = 0; round < 5; ++round) {  // 40 blocks: T1 holds them all
+        const std::vector<BlockKey> keys = Keys(*c, 2, (t * 1000 + round) * 8);
+        if (PutAll(*c, keys) != std::vector<BlockCode>(2, BlockCode::kOk)) failures.fetch_add(1);
+        auto found = c->Lookup(keys);
+        if (!found.ok() || found->hit_blocks != 2) failures.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  WaitForClients(0);
+  EXPECT_TRUE(spin_budget_->TryAcquire());
+  EXPECT_FALSE(spin_budget_->TryAcquire());
+}
 
 TEST_F(ServerTest, PutThenGetReturnsTheSameBytes) {
   auto c = Connect();
