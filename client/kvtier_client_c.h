@@ -92,9 +92,10 @@ int kvtier_lookup(kvtier_client* client, const kvtier_key* keys, size_t n, size_
  * instead of once per sequence. keys holds the sequences' keys concatenated, lengths[i] of them
  * for sequence i; hit_blocks[i] gets sequence i's cached prefix. When tiers is not NULL (room for
  * the sum of lengths, laid out like keys) it gets each sequence's tiers as kvtier_lookup's: only
- * the first hit_blocks[i] of sequence i's part are written. Code 3 (invalid argument, naming it)
- * for a NULL lengths, hit_blocks or keys that has entries to hold, or lengths summing past SIZE_MAX
- * keys; on any error hit_blocks and tiers hold nothing meaningful. */
+ * the first hit_blocks[i] of sequence i's part are written. n_sequences 0 does nothing. Code 3
+ * (invalid argument, naming it) for a NULL client, a NULL lengths or hit_blocks with n_sequences
+ * above 0, a NULL keys with lengths above 0, or lengths summing past SIZE_MAX / sizeof(kvtier_key);
+ * after any error hit_blocks and tiers hold nothing meaningful. */
 int kvtier_lookup_many(kvtier_client* client, const kvtier_key* keys, const size_t* lengths,
                        size_t n_sequences, size_t* hit_blocks, uint8_t* tiers);
 /* Leases the blocks (results[i] for each key); release them with kvtier_release. */
