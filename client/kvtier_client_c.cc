@@ -2,7 +2,10 @@
 // (errors are absl::Status); what C sees is a status code plus a thread-local message.
 #include "client/kvtier_client_c.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -40,6 +43,32 @@ std::string Or(const char* s, const char* fallback) { return s != nullptr ? s : 
 absl::Span<const kvtier::BlockKey> Keys(const kvtier_key* keys, size_t n) {
   static_assert(sizeof(kvtier_key) == sizeof(kvtier::BlockKey));
   return {reinterpret_cast<const kvtier::BlockKey*>(keys), n};
+}
+
+// The concatenated keys cut into lengths[i] per sequence; InvalidArgument naming the argument
+// when the lengths add up past what an array of keys can hold, or keys is NULL with any to read.
+absl::StatusOr<std::vector<absl::Span<const kvtier::BlockKey>>> SequencesOf(const kvtier_key* keys,
+                                                                            const size_t* lengths,
+                                                                            size_t n_sequences) {
+  constexpr size_t kMaxKeys = SIZE_MAX / sizeof(kvtier_key);
+  std::vector<absl::Span<const kvtier::BlockKey>> out(n_sequences);
+  size_t total = 0;
+  for (size_t i = 0; i < n_sequences; ++i) {
+    if (lengths[i] > kMaxKeys - total) {
+      return absl::InvalidArgumentError(
+          fmt::format("lengths: the sum of lengths[0..{}] overflows an array of keys", i));
+    }
+    total += lengths[i];
+  }
+  if (total > 0 && keys == nullptr) {
+    return absl::InvalidArgumentError(fmt::format("keys is NULL but lengths add up to {}", total));
+  }
+  size_t offset = 0;
+  for (size_t i = 0; i < n_sequences; ++i) {
+    if (lengths[i] != 0) out[i] = Keys(keys + offset, lengths[i]);
+    offset += lengths[i];
+  }
+  return out;
 }
 
 void CopyResults(const std::vector<kvtier::protocol::BlockResult>& in, kvtier_block_result* out) {
@@ -114,6 +143,27 @@ int kvtier_lookup(kvtier_client* client, const kvtier_key* keys, size_t n, size_
   *hit_blocks = result->hit_blocks;
   if (tiers != nullptr && !result->tiers.empty()) {
     std::memcpy(tiers, result->tiers.data(), result->tiers.size());
+  }
+  return 0;
+}
+
+int kvtier_lookup_many(kvtier_client* client, const kvtier_key* keys, const size_t* lengths,
+                       size_t n_sequences, size_t* hit_blocks, uint8_t* tiers) {
+  if (int e = Check(client, "client"); e) return e;
+  if (n_sequences == 0) return 0;
+  if (int e = Check(lengths, "lengths") + Check(hit_blocks, "hit_blocks"); e) return e;
+  auto sequences = SequencesOf(keys, lengths, n_sequences);
+  if (!sequences.ok()) return Fail(sequences.status());
+  auto results = client->impl->LookupMany(*sequences);
+  if (!results.ok()) return Fail(results.status());
+  size_t offset = 0;
+  for (size_t i = 0; i < n_sequences; ++i) {
+    const kvtier::client::LookupResult& r = (*results)[i];
+    hit_blocks[i] = r.hit_blocks;
+    if (tiers != nullptr && !r.tiers.empty()) {
+      std::memcpy(tiers + offset, r.tiers.data(), r.tiers.size());
+    }
+    offset += lengths[i];
   }
   return 0;
 }

@@ -20,7 +20,8 @@
 extern "C" {
 #endif
 
-#define KVTIER_C_ABI_VERSION 3 /* 2: GPU transfers (kvtier_gpu_*); 3: kvtier_gpu_set_t0_reads */
+/* 2: GPU transfers (kvtier_gpu_*); 3: kvtier_gpu_set_t0_reads; 4: kvtier_lookup_many */
+#define KVTIER_C_ABI_VERSION 4
 
 /* Per-block outcomes (docs/protocol.md "Block codes"). */
 enum {
@@ -86,6 +87,17 @@ size_t kvtier_keys_for(const kvtier_client* client, const uint32_t* tokens, size
  * it when tiers is not NULL (room for n). */
 int kvtier_lookup(kvtier_client* client, const kvtier_key* keys, size_t n, size_t* hit_blocks,
                   uint8_t* tiers);
+/* kvtier_lookup of n_sequences independent sequences in one call (a scheduler step's waiting
+ * requests): the requests go out back to back, so the round trip is paid once per window of them
+ * instead of once per sequence. keys holds the sequences' keys concatenated, lengths[i] of them
+ * for sequence i; hit_blocks[i] gets sequence i's cached prefix. When tiers is not NULL (room for
+ * the sum of lengths, laid out like keys) it gets each sequence's tiers as kvtier_lookup's: only
+ * the first hit_blocks[i] of sequence i's part are written. n_sequences 0 does nothing. Code 3
+ * (invalid argument, naming it) for a NULL client, a NULL lengths or hit_blocks with n_sequences
+ * above 0, a NULL keys with lengths above 0, or lengths summing past SIZE_MAX / sizeof(kvtier_key);
+ * after any error hit_blocks and tiers hold nothing meaningful. */
+int kvtier_lookup_many(kvtier_client* client, const kvtier_key* keys, const size_t* lengths,
+                       size_t n_sequences, size_t* hit_blocks, uint8_t* tiers);
 /* Leases the blocks (results[i] for each key); release them with kvtier_release. */
 int kvtier_get(kvtier_client* client, const kvtier_key* keys, size_t n,
                kvtier_block_result* results);

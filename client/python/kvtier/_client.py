@@ -99,6 +99,38 @@ class Client:
         self._check(self._lib.kvtier_lookup(self._live(), keys, n, ctypes.byref(hit), tiers))
         return [Tier(tiers[i]) for i in range(hit.value)]
 
+    def lookup_many(self, sequences: Sequence[Tokens]) -> List[int]:
+        """lookup(tokens) of each of `sequences` (a scheduler step's waiting requests), in one
+        call: the requests go to the daemon back to back, one round trip per window of them
+        rather than one per sequence. Takes no lease."""
+        return [len(tiers) for tiers in self.lookup_tiers_many(sequences)]
+
+    def lookup_tiers_many(self, sequences: Sequence[Tokens]) -> List[List[Tier]]:
+        """lookup_tiers(tokens) of each of `sequences`, in one call as lookup_many."""
+        ids = [token_array(tokens) for tokens in sequences]
+        lengths = [len(a) // self.block_tokens for a in ids]
+        total = sum(lengths)
+        if total == 0:
+            self._live()
+            return [[] for _ in ids]
+        keys = (_ffi.Key * total)()  # every sequence's keys, one after the other
+        offset = 0
+        for a, length in zip(ids, lengths):
+            if length:
+                at = ctypes.addressof(keys) + offset * ctypes.sizeof(_ffi.Key)
+                self._hash(a, None, ctypes.cast(at, ctypes.POINTER(_ffi.Key)), length)
+            offset += length
+        n = len(ids)
+        hits = (ctypes.c_size_t * n)()
+        tiers = (ctypes.c_uint8 * total)()
+        self._check(self._lib.kvtier_lookup_many(
+            self._live(), keys, (ctypes.c_size_t * n)(*lengths), n, hits, tiers))
+        out, offset = [], 0
+        for length, hit in zip(lengths, hits):
+            out.append([Tier(tiers[offset + j]) for j in range(hit)])
+            offset += length
+        return out
+
     # -- data -------------------------------------------------------------------------------
 
     def put(self, tokens: Tokens, payloads: Sequence[Any],
@@ -205,8 +237,12 @@ class Client:
         if room == 0:
             self._live()
             return keys, 0
+        self._hash(ids, parent, keys, room)
+        return keys, room
+
+    def _hash(self, ids: Any, parent: Optional[KeyTuple], dest: Any, room: int) -> None:
+        """Writes the `room` keys of the whole blocks of token array `ids` at `dest`."""
         n = self._lib.kvtier_keys_for(self._live(), uint32_pointer(ids), len(ids),
-                                      self._key_ref(parent), keys, room)
+                                      self._key_ref(parent), dest, room)
         if n != room:  # the library's block size is the namespace's: never differs
             raise KvtierError(13, f"kvtier_keys_for returned {n} keys for {room} blocks")
-        return keys, n

@@ -1,4 +1,4 @@
-"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 3).
+"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 4).
 
 The structs and prototypes below mirror that header field for field; change them together.
 The library is found and loaded lazily by load(), so importing the package never fails for want
@@ -15,7 +15,7 @@ from typing import List, Optional
 
 from ._types import LibraryNotFoundError
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 LIBRARY_NAME = "libkvtier.so"
 
 
@@ -94,6 +94,8 @@ _PROTOTYPES = {
         _c.c_size_t, [_c.c_void_p, _P(_c.c_uint32), _c.c_size_t, _P(Key), _P(Key), _c.c_size_t]),
     "kvtier_lookup": (
         _c.c_int, [_c.c_void_p, _P(Key), _c.c_size_t, _P(_c.c_size_t), _P(_c.c_uint8)]),
+    "kvtier_lookup_many": (_c.c_int, [
+        _c.c_void_p, _P(Key), _P(_c.c_size_t), _c.c_size_t, _P(_c.c_size_t), _P(_c.c_uint8)]),
     "kvtier_get": (_c.c_int, [_c.c_void_p, _P(Key), _c.c_size_t, _P(BlockResult)]),
     "kvtier_release": (_c.c_int, [_c.c_void_p, _P(Key), _c.c_size_t, _P(BlockResult)]),
     "kvtier_get_into": (_c.c_int, [

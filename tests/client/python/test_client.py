@@ -134,6 +134,43 @@ class ClientAgainstDaemonTest(unittest.TestCase):
         self.assertTrue(all(Tier.T1 in t for t in tiers), tiers)
         self.assertEqual(len(c.get(tokens)), 2)  # get stops at the first missing block
 
+    def test_lookup_many_answers_as_lookup_of_each_sequence(self) -> None:
+        c = self.connect()
+        # 700 sequences (more than the daemon's request window of 256): full hits, half hits,
+        # a cached second block after a missing first one, misses, empty and partial-block ones;
+        # then one longer than an arena part of the window and one longer than max_batch (1024).
+        sequences, want = [], []
+        for i in range(700):
+            blocks = 0 if i % 8 == 7 else 1 + i % 4
+            tokens = random_tokens(blocks, extra=i % 3)
+            keys = c.keys(tokens)
+            payload = bytes([i % 256]) * 64
+            if i % 8 == 0:
+                c.put(tokens, [payload] * blocks)
+            elif i % 8 == 1:
+                c.put(tokens[:blocks // 2 * BLOCK], [payload] * (blocks // 2))
+            elif i % 8 == 2 and blocks >= 2:
+                c.put(tokens[BLOCK:2 * BLOCK], [payload], parent=keys[0])
+            sequences.append(tokens)
+            want.append({0: blocks, 1: blocks // 2}.get(i % 8, 0))
+        for blocks in (600, 1100):
+            tokens = random_tokens(blocks)
+            c.put(tokens[:10 * BLOCK], [b"long"] * 10)
+            sequences.append(array.array("I", tokens))
+            want.append(10)
+        self.assertEqual(c.lookup_many(sequences), want)
+        self.assertEqual(c.lookup_many(sequences), [c.lookup(s) for s in sequences])
+        tiers = c.lookup_tiers_many(sequences)
+        self.assertEqual(tiers, [c.lookup_tiers(s) for s in sequences])
+        self.assertTrue(all(Tier.T1 in t for seq in tiers for t in seq))
+        self.assertEqual(c.lookup_many([]), [])
+        self.assertEqual(c.lookup_many([[], tokens[:BLOCK - 1]]), [0, 0])
+        with self.assertRaises(ValueError):
+            c.lookup_many([tokens, [-1] * BLOCK])
+        c.close()
+        with self.assertRaises(ValueError):
+            c.lookup_many([tokens])
+
     def test_parent_continues_a_sequence(self) -> None:
         c = self.connect()
         tokens = random_tokens(4)
