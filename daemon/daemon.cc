@@ -25,10 +25,11 @@ class Daemon::Parts {
     if (metrics) metrics->WatchTiers(nullptr);
   }
   const DaemonConfig config;
+  // Before the tiers, which report their moves to it until they are destroyed.
+  std::unique_ptr<DaemonMetrics> metrics;
   std::unique_ptr<TierManager> tiers;
   std::unique_ptr<KeyScope> scope;
   std::unique_ptr<LookupRecorder> recorder;
-  std::unique_ptr<DaemonMetrics> metrics;
   std::unique_ptr<Service> service;
   std::unique_ptr<Server> server;
 };
@@ -48,18 +49,33 @@ ServerOptions ServerOptionsOf(const DaemonConfig& config) {
   return o;
 }
 
+// The metrics endpoint, when enabled, and the tier manager reporting its moves to it.
+absl::Status BuildMetricsAndTiers(Daemon::Parts& p) {
+  TierManagerOptions options = p.config.ManagerOptions();
+  if (p.config.metrics.enabled) {
+    TierMask tiers = TierBit(Tier::kT1);
+    if (options.t0) tiers |= TierBit(Tier::kT0);
+    if (options.t2) tiers |= TierBit(Tier::kT2);
+    KVTIER_ASSIGN_OR_RETURN(p.metrics,
+                            DaemonMetrics::Create(p.config.metrics.listen_address, tiers));
+    DaemonMetrics* metrics = p.metrics.get();  // outlives the tiers (Parts' member order)
+    options.on_move = [metrics](const TierMove& move, double seconds) {
+      metrics->ObserveTierMove(move, seconds);
+    };
+  }
+  KVTIER_ASSIGN_OR_RETURN(p.tiers, TierManager::Create(options));
+  if (p.metrics) p.metrics->WatchTiers(p.tiers.get());
+  return absl::OkStatus();
+}
+
 absl::Status Build(Daemon::Parts& p) {
   const auto start = std::chrono::steady_clock::now();
-  KVTIER_ASSIGN_OR_RETURN(p.tiers, TierManager::Create(p.config.ManagerOptions()));
+  KVTIER_RETURN_IF_ERROR(BuildMetricsAndTiers(p));
   KVTIER_ASSIGN_OR_RETURN(KeyScope scope,
                           KeyScope::Load(p.config.daemon.data_directory + "/key-scope.secret"));
   p.scope = std::make_unique<KeyScope>(scope);
   if (!p.config.daemon.record_file.empty()) {
     KVTIER_ASSIGN_OR_RETURN(p.recorder, LookupRecorder::Open(p.config.daemon.record_file));
-  }
-  if (p.config.metrics.enabled) {
-    KVTIER_ASSIGN_OR_RETURN(p.metrics, DaemonMetrics::Create(p.config.metrics.listen_address));
-    p.metrics->WatchTiers(p.tiers.get());
   }
   ServiceOptions service_options;
   service_options.verify_puts = p.config.daemon.verify_puts;

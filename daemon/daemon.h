@@ -1,13 +1,15 @@
 // Daemon: one running kvtierd, its parts built from a validated config and torn down in order
 // (DESIGN.md "Process model and protocol"):
 //
-//   tier manager (T1, T2 + warm restart) -> key scope (secret in the data directory) -> service
-//   (+ lookup recorder) -> metrics endpoint -> control socket.
+//   metrics endpoint -> tier manager (T1, T2 + warm restart; it reports each promotion and
+//   demotion to the metrics) -> key scope (secret in the data directory) -> service (+ lookup
+//   recorder) -> control socket.
 //
 // Stop order is the reverse: stop accepting and close every client (each after its gets in
-// flight finish, giving back leases and open puts), stop the metrics endpoint, then the tier
-// manager finishes moves in flight and closes T2 with its metadata flushed — so a SIGTERM'd
-// daemon restarts with every block it had committed to T2.
+// flight finish, giving back leases and open puts), the metrics page stops reading the tiers,
+// the tier manager finishes moves in flight (still reporting them) and closes T2 with its
+// metadata flushed — so a SIGTERM'd daemon restarts with every block it had committed to T2 —
+// and last the metrics endpoint stops.
 //
 // Thread-safety: Start and the destructor from one thread; Run blocks that thread.
 #pragma once

@@ -16,6 +16,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
+#include "tiers/tier_manager_options.h"
 
 #ifndef KVTIER_VERSION
 #define KVTIER_VERSION "unknown"
@@ -29,8 +30,23 @@ using prometheus::Family;
 using prometheus::Gauge;
 using prometheus::Histogram;
 
-constexpr std::array<const char*, kNumTransferOps> kTransferOpNames = {"get", "put", "promote",
-                                                                       "demote"};
+constexpr std::array<const char*, kNumTransferOps> kTransferOpNames = {"get", "put"};
+
+// The moves of kNumTierMoves, with their labels. `direction` names them as the moved-bytes
+// directions do (kvtier_moved_bytes_total), so bytes and latency of one direction line up.
+struct TierMoveSeries {
+  MoveKind kind;
+  Tier from, to;
+  const char* op;
+  const char* direction;
+};
+constexpr std::array<TierMoveSeries, kNumTierMoves> kTierMoveSeries = {{
+    {MoveKind::kPromotion, Tier::kT2, Tier::kT1, "promote", "t2_to_t1"},
+    {MoveKind::kPromotion, Tier::kT0, Tier::kT1, "promote", "t0_to_t1"},
+    {MoveKind::kPromotion, Tier::kT1, Tier::kT0, "promote", "t1_to_t0"},
+    {MoveKind::kDemotion, Tier::kT1, Tier::kT2, "demote", "t1_to_t2"},
+    {MoveKind::kDemotion, Tier::kT0, Tier::kT1, "demote", "t0_to_t1"},
+}};
 constexpr std::array<const char*, kNumCopyDirections> kCopyDirectionNames = {
     "client_to_t1", "t1_to_client", "t0_to_client"};
 
@@ -91,14 +107,14 @@ std::vector<std::string> MetricFamilyNames() {
           "kvtier_recovered_blocks"};
 }
 
-DaemonMetrics::DaemonMetrics()
+DaemonMetrics::DaemonMetrics(TierMask tiers)
     : registry_(std::make_shared<prometheus::Registry>()),
       collector_(std::make_shared<internal::MetricsCollector>(registry_)) {
   GaugeFamily(*registry_, "kvtier_build_info", "Always 1; labels say which kvtier this is.")
       .Add({{"version", KVTIER_VERSION}})
       .Set(1);
   RegisterLookupMetrics(*registry_);
-  RegisterTransferMetrics(*registry_);
+  RegisterTransferMetrics(*registry_, tiers);
 }
 
 void DaemonMetrics::RegisterLookupMetrics(prometheus::Registry& r) {
@@ -121,18 +137,27 @@ void DaemonMetrics::RegisterLookupMetrics(prometheus::Registry& r) {
                       .Add({});
 }
 
-void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r) {
+void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r, TierMask tiers) {
   auto& moved = CounterFamily(r, "kvtier_moved_bytes_total",
                               "Payload bytes moved between tiers and clients, by direction.");
   for (int d = 0; d < kNumCopyDirections; ++d) {
     copied_bytes_[d] = &moved.Add({{"direction", kCopyDirectionNames[d]}});
   }
-  auto& seconds = prometheus::BuildHistogram()
-                      .Name("kvtier_transfer_seconds")
-                      .Help("Latency of block transfers and requests, by operation.")
-                      .Register(r);
+  auto& seconds =
+      prometheus::BuildHistogram()
+          .Name("kvtier_transfer_seconds")
+          .Help(
+              "Latency of requests (op get, put) and of one block's move between tiers (op "
+              "promote, demote; by direction).")
+          .Register(r);
   for (int op = 0; op < kNumTransferOps; ++op) {
     transfer_seconds_[op] = &seconds.Add({{"op", kTransferOpNames[op]}}, TransferSecondsBuckets());
+  }
+  for (int i = 0; i < kNumTierMoves; ++i) {
+    const TierMoveSeries& m = kTierMoveSeries[i];
+    if ((tiers & TierBit(m.from)) == 0 || (tiers & TierBit(m.to)) == 0) continue;
+    move_seconds_[i] =
+        &seconds.Add({{"op", m.op}, {"direction", m.direction}}, TransferSecondsBuckets());
   }
   connected_clients_ =
       &GaugeFamily(r, "kvtier_connected_clients", "Clients connected now.").Add({});
@@ -140,8 +165,8 @@ void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r) {
 }
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create(
-    const std::string& listen_address) {
-  std::unique_ptr<DaemonMetrics> metrics(new DaemonMetrics());
+    const std::string& listen_address, TierMask tiers) {
+  std::unique_ptr<DaemonMetrics> metrics(new DaemonMetrics(tiers | TierBit(Tier::kT1)));
   if (!listen_address.empty()) KVTIER_RETURN_IF_ERROR(metrics->Serve(listen_address));
   return metrics;
 }
@@ -193,6 +218,15 @@ void DaemonMetrics::OnLookup(uint64_t keys, const std::array<uint64_t, kNumTiers
 
 void DaemonMetrics::ObserveTransfer(TransferOp op, double seconds) {
   transfer_seconds_[static_cast<int>(op)]->Observe(seconds);
+}
+
+void DaemonMetrics::ObserveTierMove(const TierMove& move, double seconds) {
+  for (int i = 0; i < kNumTierMoves; ++i) {
+    const TierMoveSeries& m = kTierMoveSeries[i];
+    if (m.kind != move.kind || m.from != move.from || m.to != move.to) continue;
+    if (move_seconds_[i] != nullptr) move_seconds_[i]->Observe(seconds);
+    return;
+  }
 }
 
 void DaemonMetrics::AddCopiedBytes(CopyDirection direction, uint64_t bytes) {

@@ -6,6 +6,8 @@
 //    layer through the On*/Add*/Set* calls below. They are prometheus-cpp counters, gauges and
 //    histograms whose objects are looked up once, at construction: a call is an atomic update
 //    (a histogram observation takes that histogram's own short mutex), never a family lookup.
+//    The tier manager reports its promotions and demotions the same way (ObserveTierMove, from
+//    TierManagerOptions::on_move, on the thread completing each move).
 //  * What the tier manager and the tiers already count — puts, gets, evictions, demotions,
 //    admissions rejected, checksum failures, bytes moved T1<->T2, capacity and occupancy — is read
 //    from TierManager::Stats() and TierStats when Prometheus scrapes (WatchTiers), so nothing goes
@@ -40,6 +42,7 @@ class Registry;
 namespace kvtier {
 
 class TierManager;
+struct TierMove;
 
 namespace internal {
 class MetricsCollector;
@@ -47,15 +50,18 @@ class MetricsCollector;
 
 inline constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9464";
 
-// Latency histogram series (kvtier_transfer_seconds{op}).
+// Request latency series (kvtier_transfer_seconds{op}). Moves between tiers have their own series
+// (op = promote or demote, with a direction), fed by ObserveTierMove.
 enum class TransferOp : uint8_t {
-  kGet = 0,      // a get request, from arrival to its blocks leased in T1 (promotions included)
-  kPut = 1,      // a put, from put_begin to put_commit
-  kPromote = 2,  // one block brought up to T1 (T2->T1 read, later T0 loads)
-  kDemote = 3,   // one block written down (T1->T2), from the decision to the committed copy;
-                 // the tier manager must report these (the request path never sees them)
+  kGet = 0,  // a get request, from arrival to its blocks leased in T1 (promotions included)
+  kPut = 1,  // a put, from put_begin to put_commit
 };
-inline constexpr int kNumTransferOps = 4;
+inline constexpr int kNumTransferOps = 2;
+
+// The block moves between tiers that get a kvtier_transfer_seconds{op, direction} series:
+// promote t2_to_t1, t0_to_t1, t1_to_t0; demote t1_to_t2, t0_to_t1 (TierMove in
+// tiers/tier_manager_options.h). Only those between tiers the daemon has are registered.
+inline constexpr int kNumTierMoves = 5;
 
 // Copies the daemon sees but does not do itself (clients copy to and from T1 and T0 in their own
 // process), for kvtier_moved_bytes_total{direction}. Moves between tiers (T0<->T1, T1<->T2) are
@@ -78,9 +84,11 @@ class DaemonMetrics {
  public:
   // Builds the registry and, unless `listen_address` is empty, serves it at
   // http://<listen_address>/metrics ("host:port"; port 0 picks a free port, see listening_port()).
-  // Errors: InvalidArgument for an address that is not host:port, Unavailable when the address
-  // cannot be bound (in use, not a local address); both name the address.
-  static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Create(const std::string& listen_address);
+  // `tiers`: the tiers the daemon runs (T1 always); the tier-move latency series exist for moves
+  // between those only. Errors: InvalidArgument for an address that is not host:port, Unavailable
+  // when the address cannot be bound (in use, not a local address); both name the address.
+  static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Create(const std::string& listen_address,
+                                                               TierMask tiers = TierBit(Tier::kT1));
   // Stops the HTTP server (waiting for a scrape in progress) before anything it reads goes away.
   ~DaemonMetrics();
   DaemonMetrics(const DaemonMetrics&) = delete;
@@ -99,6 +107,9 @@ class DaemonMetrics {
   void OnLookup(uint64_t keys, const std::array<uint64_t, kNumTiers>& hit_blocks,
                 uint32_t block_tokens);
   void ObserveTransfer(TransferOp op, double seconds);
+  // One finished move between tiers (a TierManagerOptions::on_move report); a move between tiers
+  // not given to Create is ignored.
+  void ObserveTierMove(const TierMove& move, double seconds);
   void AddCopiedBytes(CopyDirection direction, uint64_t bytes);
   void SetConnectedClients(uint64_t clients);
   void AddLeases(int64_t delta);  // + when leases are granted, - when released or dropped
@@ -107,9 +118,9 @@ class DaemonMetrics {
   std::string Render() const;
 
  private:
-  DaemonMetrics();
+  explicit DaemonMetrics(TierMask tiers);
   void RegisterLookupMetrics(prometheus::Registry& r);
-  void RegisterTransferMetrics(prometheus::Registry& r);
+  void RegisterTransferMetrics(prometheus::Registry& r, TierMask tiers);
   absl::Status Serve(const std::string& listen_address);
 
   std::shared_ptr<prometheus::Registry> registry_;
@@ -126,6 +137,7 @@ class DaemonMetrics {
   std::array<prometheus::Counter*, kNumTiers> hit_tokens_{};
   std::array<prometheus::Counter*, kNumCopyDirections> copied_bytes_{};
   std::array<prometheus::Histogram*, kNumTransferOps> transfer_seconds_{};
+  std::array<prometheus::Histogram*, kNumTierMoves> move_seconds_{};  // null: tier not present
   prometheus::Gauge* connected_clients_ = nullptr;
   prometheus::Gauge* leases_held_ = nullptr;
 };

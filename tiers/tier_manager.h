@@ -34,6 +34,8 @@
 // Thread-safety: every method may be called from any thread. Completion callbacks (GetDone) run on
 // the caller's thread when the block is already in the target tier (or on an argument error),
 // else on a T2 or T0 completion thread; they must not block, and may call back into the manager.
+// TierManagerOptions::on_move, when set, hears of every finished promotion and demotion (with its
+// duration) on the thread completing it, before the Gets waiting for it are answered.
 #pragma once
 
 #include <atomic>

@@ -2,6 +2,7 @@
 // eviction is in tier_manager_t0.cc).
 #include <fmt/format.h>
 
+#include <chrono>
 #include <utility>
 
 #include "common/checksum.h"
@@ -156,7 +157,11 @@ void TierManagerState::StartDemotion(const BlockInfo& info) {
   const BlockRecord record{info.key, d.namespace_id, info.payload_bytes, checksum};
   const BlockKey key = info.key;
   const SlotId slot = *t2_slot;
-  t2_->Write(slot, record, src, [this, key, slot](absl::Status s) { OnDemoted(key, slot, s); });
+  t2_->Write(slot, record, src,
+             [this, key, slot, started = std::chrono::steady_clock::now()](absl::Status s) {
+               ReportMove({MoveKind::kDemotion, Tier::kT1, Tier::kT2}, started, s);
+               OnDemoted(key, slot, s);
+             });
 }
 
 absl::StatusOr<SlotId> TierManagerState::AllocateT2() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -37,6 +38,28 @@ struct TierPolicyOptions {
   absl::Status Validate(const std::string& prefix) const;
 };
 
+// A block move between tiers, as TierManagerOptions::on_move reports it.
+enum class MoveKind : uint8_t {
+  kPromotion,  // for a Get: T2 -> T1, T0 -> T1 (a T1 Get of a block whose only fast copy is in
+               // T0), T1 -> T0 (a T0 Get)
+  kDemotion,   // by the evictor: T1 -> T2 (a write to NVMe), T0 -> T1 (a copy back to host)
+};
+struct TierMove {
+  MoveKind kind = MoveKind::kPromotion;
+  Tier from = Tier::kT2;
+  Tier to = Tier::kT1;
+};
+
+// Called once per block move whose read, write or copy succeeded, with how long it took in
+// seconds: from the moment the manager issued it to its completion (steady clock), before the
+// manager records the result (a result then discarded, e.g. for a block dropped meanwhile, still
+// counts: the transfer happened). Failed moves are not reported; TierManagerStats counts them.
+// Runs on the thread completing the transfer (T2's completion thread, T0's copy thread, or the
+// issuing thread when the tier completes at once), holding none of the manager's locks; it must
+// be cheap and must not block, since the move's waiting Gets are answered only after it returns.
+// It must stay callable until the TierManager is destroyed (moves in flight finish then).
+using TierMoveObserver = std::function<void(const TierMove& move, double seconds)>;
+
 struct TierManagerOptions {
   BlockIndexOptions index;  // max_entries 0: sized from the tiers' slot counts
   // No value: no GPU tier (the CPU variant, or a daemon without a GPU). slot_bytes must equal
@@ -53,6 +76,8 @@ struct TierManagerOptions {
   // Demotions in flight at once, per pair of tiers (T1 -> T2 writes, T0 -> T1 copies); more
   // victims wait for a completion. > 0.
   uint32_t max_demotions_in_flight = 64;
+  // Empty: moves are not reported. The daemon feeds its transfer latency histograms from here.
+  TierMoveObserver on_move;
 
   // OK, or an error naming the setting (the tiers' own Validate() messages included).
   absl::Status Validate() const;

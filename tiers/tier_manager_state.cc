@@ -255,9 +255,21 @@ void TierManagerState::StartPromotion(const BlockInfo& info, GetDone done) {
 
 void TierManagerState::IssuePromotionRead(const BlockKey& key, Tier source, SlotId source_slot,
                                           SlotId t1_slot) {
-  Storage(source)->Read(source_slot, t1_.SlotData(t1_slot), [this, key, t1_slot](absl::Status s) {
-    OnPromoted(key, t1_slot, std::move(s));
-  });
+  const TierMove move{MoveKind::kPromotion, source, Tier::kT1};
+  Storage(source)->Read(
+      source_slot, t1_.SlotData(t1_slot),
+      [this, key, t1_slot, move, started = std::chrono::steady_clock::now()](absl::Status s) {
+        ReportMove(move, started, s);
+        OnPromoted(key, t1_slot, std::move(s));
+      });
+}
+
+void TierManagerState::ReportMove(const TierMove& move,
+                                  std::chrono::steady_clock::time_point started,
+                                  const absl::Status& status) const {
+  if (!options_.on_move || !status.ok()) return;
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+  options_.on_move(move, took.count());
 }
 
 bool TierManagerState::StartWaitingPromotions() {

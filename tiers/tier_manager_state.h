@@ -21,6 +21,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -115,6 +116,10 @@ class TierManagerState {
   // with the evictor woken.
   absl::StatusOr<SlotId> AllocateT1();
   void Kick();
+  // A finished move for options_.on_move, when set and `status` (the transfer's own) is OK. Called
+  // first thing in each completion, before mu_ is taken.
+  void ReportMove(const TierMove& move, std::chrono::steady_clock::time_point started,
+                  const absl::Status& status) const;
 
   // Promotion into T1 (tier_manager_state.cc). `info` is leased by the Get.
   void LoadIntoT1(const BlockInfo& info, GetDone done);

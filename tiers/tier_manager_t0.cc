@@ -4,6 +4,7 @@
 // tier_manager_state.h.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <utility>
 
 #include "common/log.h"
@@ -103,7 +104,10 @@ void TierManagerState::StartT0Promotion(const BlockInfo& info, GetDone done) {
   const BlockRecord record{key, 0, info.payload_bytes, 0};
   const SlotId slot = *t0_slot;
   t0_->Write(slot, record, t1_.SlotData(t1_slot),
-             [this, key, slot](absl::Status s) { OnPromotedToT0(key, slot, std::move(s)); });
+             [this, key, slot, started = std::chrono::steady_clock::now()](absl::Status s) {
+               ReportMove({MoveKind::kPromotion, Tier::kT1, Tier::kT0}, started, s);
+               OnPromotedToT0(key, slot, std::move(s));
+             });
 }
 
 void TierManagerState::OnPromotedToT0(const BlockKey& key, SlotId t0_slot, absl::Status status) {
@@ -245,7 +249,11 @@ bool TierManagerState::StartT0Demotion(const BlockInfo& info) {
   }
   KickIfAboveHigh(Tier::kT1);
   const BlockKey key = info.key;
-  t0_->Read(t0_slot, t1_.SlotData(*t1_slot), [this, key](absl::Status s) { OnT0Demoted(key, s); });
+  t0_->Read(t0_slot, t1_.SlotData(*t1_slot),
+            [this, key, started = std::chrono::steady_clock::now()](absl::Status s) {
+              ReportMove({MoveKind::kDemotion, Tier::kT0, Tier::kT1}, started, s);
+              OnT0Demoted(key, s);
+            });
   return true;
 }
 

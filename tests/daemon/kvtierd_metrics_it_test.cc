@@ -1,6 +1,7 @@
 // A real kvtierd's Prometheus endpoint, scraped over HTTP while a client puts, looks up, gets and
 // goes away: the values move as docs/metrics.md says (clients, leases, puts, T1 occupancy, bytes
-// moved, lookups and hits, gets by tier).
+// moved, lookups and hits, gets by tier), and the tier manager's demotions and promotions reach
+// the latency histograms.
 #include <gtest/gtest.h>
 
 #include "tests/daemon/kvtierd_test_util.h"
@@ -91,6 +92,43 @@ TEST_F(KvtierdMetricsTest, ValuesMoveWithClientsPutsLookupsAndGets) {
   c->reset();
   EXPECT_TRUE(testing::Eventually([&] { return Scrape().Value("kvtier_connected_clients") == 0; }));
   EXPECT_EQ(Scrape().Value("kvtier_tier_used_bytes{tier=\"T1\"}"), 10 * kItSlotBytes);  // kept
+  const int status = daemon_->Stop(SIGTERM);
+  EXPECT_TRUE(testing::ExitedZero(status)) << testing::DescribeWaitStatus(status);
+}
+
+TEST_F(KvtierdMetricsTest, DemotionsAndPromotionsReachTheLatencyHistograms) {
+  const std::string demote = "kvtier_transfer_seconds_count{direction=\"t1_to_t2\",op=\"demote\"}";
+  const std::string promote =
+      "kvtier_transfer_seconds_count{direction=\"t2_to_t1\",op=\"promote\"}";
+  MetricsPage page = Scrape();
+  EXPECT_EQ(page.Value(demote), 0);
+  EXPECT_EQ(page.Value(promote), 0);
+  EXPECT_FALSE(page.Get("kvtier_transfer_seconds_count{direction=\"t1_to_t0\",op=\"promote\"}"))
+      << "no T0 configured";
+
+  auto c = testing::ConnectTo(*daemon_, ItNamespace(), "moves");
+  ASSERT_TRUE(c.ok()) << c.status();
+  // 320 blocks into a 256-slot T1: the evictor writes the oldest down to T2.
+  std::vector<std::vector<BlockKey>> chunks;
+  for (uint32_t seed = 10; seed < 20; ++seed) {
+    chunks.push_back(SeqKeys(**c, seed, 32));
+    ASSERT_TRUE(testing::PutRetrying(**c, chunks.back()).ok());
+  }
+  ASSERT_TRUE(testing::Eventually([&] {
+    MetricsPage p = Scrape();
+    const double written = p.Value("kvtier_demotions_total{result=\"written\",tier=\"T1\"}");
+    return p.Value(demote) > 0 && p.Value(demote) == written;  // one sample per T2 write
+  })) << Scrape().Value(demote);
+  EXPECT_GT(Scrape().Value("kvtier_transfer_seconds_sum{direction=\"t1_to_t2\",op=\"demote\"}"), 0);
+
+  std::vector<bool> found;
+  ASSERT_TRUE(testing::CheckFound(**c, chunks.front(), &found).ok());  // the oldest: in T2 now
+  page = Scrape();
+  const double promoted = page.Value("kvtier_get_blocks_total{result=\"promoted\"}");
+  EXPECT_GT(promoted, 0);
+  EXPECT_EQ(page.Value(promote), promoted);  // one client, one Get per block: one move each
+  EXPECT_GT(page.Value("kvtier_transfer_seconds_sum{direction=\"t2_to_t1\",op=\"promote\"}"), 0);
+  c->reset();
   const int status = daemon_->Stop(SIGTERM);
   EXPECT_TRUE(testing::ExitedZero(status)) << testing::DescribeWaitStatus(status);
 }

@@ -27,8 +27,9 @@ using testing::MetricsPage;
 using testing::Put;
 using testing::TempDir;
 
+// A daemon's metrics with T1 and T2 (no T0).
 std::unique_ptr<DaemonMetrics> Serve() {
-  auto m = DaemonMetrics::Create("127.0.0.1:0");
+  auto m = DaemonMetrics::Create("127.0.0.1:0", TierBit(Tier::kT1) | TierBit(Tier::kT2));
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? std::move(*m) : nullptr;
 }
@@ -103,7 +104,9 @@ TEST(MetricsTest, TransfersCopiesClientsAndLeasesMove) {
   ASSERT_NE(metrics, nullptr);
   metrics->ObserveTransfer(TransferOp::kGet, 40e-6);
   metrics->ObserveTransfer(TransferOp::kGet, 2e-3);
-  metrics->ObserveTransfer(TransferOp::kDemote, 30.0);  // beyond the last bucket: only +Inf
+  // Beyond the last bucket: only +Inf.
+  metrics->ObserveTierMove({MoveKind::kDemotion, Tier::kT1, Tier::kT2}, 30.0);
+  metrics->ObserveTierMove({MoveKind::kPromotion, Tier::kT1, Tier::kT0}, 1e-3);  // no T0: ignored
   metrics->AddCopiedBytes(CopyDirection::kClientToT1, 1 << 20);
   metrics->AddCopiedBytes(CopyDirection::kT1ToClient, 4096);
   metrics->AddCopiedBytes(CopyDirection::kT1ToClient, 4096);
@@ -115,8 +118,10 @@ TEST(MetricsTest, TransfersCopiesClientsAndLeasesMove) {
   EXPECT_NEAR(page.Value("kvtier_transfer_seconds_sum{op=\"get\"}"), 2.04e-3, 1e-9);
   EXPECT_EQ(page.Value("kvtier_transfer_seconds_bucket{op=\"get\",le=\"+Inf\"}"), 2);
   EXPECT_EQ(page.Value("kvtier_transfer_seconds_bucket{op=\"get\",le=\"5e-05\"}"), 1);
-  EXPECT_EQ(page.Value("kvtier_transfer_seconds_bucket{op=\"demote\",le=\"10\"}"), 0);
-  EXPECT_EQ(page.Value("kvtier_transfer_seconds_bucket{op=\"demote\",le=\"+Inf\"}"), 1);
+  const std::string demote = "kvtier_transfer_seconds_bucket{direction=\"t1_to_t2\",op=\"demote\"";
+  EXPECT_EQ(page.Value(demote + ",le=\"10\"}"), 0);
+  EXPECT_EQ(page.Value(demote + ",le=\"+Inf\"}"), 1);
+  EXPECT_FALSE(page.Get("kvtier_transfer_seconds_count{direction=\"t1_to_t0\",op=\"promote\"}"));
   EXPECT_EQ(page.Value("kvtier_transfer_seconds_count{op=\"put\"}"), 0);
   EXPECT_EQ(page.Value("kvtier_moved_bytes_total{direction=\"client_to_t1\"}"), 1 << 20);
   EXPECT_EQ(page.Value("kvtier_moved_bytes_total{direction=\"t1_to_client\"}"), 8192);
@@ -190,6 +195,36 @@ TEST(MetricsTest, DemotionAndPromotionMoveBytesAndEvictionsBetweenT1AndT2) {
   // The op layer's client directions share the family with the tiers' own.
   EXPECT_EQ(page.Value("kvtier_moved_bytes_total{direction=\"client_to_t1\"}"), 0);
   metrics->WatchTiers(nullptr);
+}
+
+TEST(MetricsTest, TierMovesFeedThePromoteAndDemoteHistogramsByDirection) {
+  TempDir tmp;
+  auto metrics = Serve();  // outlives the manager, which reports moves until it is destroyed
+  ASSERT_NE(metrics, nullptr);
+  TierManagerOptions o = ManagerOptions(8, tmp.path(), 256);
+  o.on_move = [m = metrics.get()](const TierMove& move, double seconds) {
+    m->ObserveTierMove(move, seconds);
+  };
+  auto m = MakeManager(o);
+  ASSERT_NE(m, nullptr);
+  const std::string demote = "{direction=\"t1_to_t2\",op=\"demote\"}";
+  const std::string promote = "{direction=\"t2_to_t1\",op=\"promote\"}";
+  MetricsPage page = Scrape(*metrics);
+  EXPECT_EQ(page.Value("kvtier_transfer_seconds_count" + demote), 0);
+  EXPECT_EQ(page.Value("kvtier_transfer_seconds_count" + promote), 0);
+  EXPECT_FALSE(page.Get("kvtier_transfer_seconds_count{direction=\"t0_to_t1\",op=\"demote\"}"));
+
+  for (uint64_t i = 0; i < 40; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;
+  m->Quiesce();
+  ASSERT_TRUE(GetAndVerify(*m, 0).ok());  // evicted long ago: promoted from T2
+  page = Scrape(*metrics);
+  const TierManagerStats s = m->Stats();
+  ASSERT_GT(s.demotions, 0u);
+  EXPECT_EQ(page.Value("kvtier_transfer_seconds_count" + demote), s.demotions);
+  EXPECT_GT(page.Value("kvtier_transfer_seconds_sum" + demote), 0);
+  EXPECT_EQ(page.Value("kvtier_transfer_seconds_count" + promote), 1);
+  EXPECT_GT(page.Value("kvtier_transfer_seconds_sum" + promote), 0);
+  EXPECT_EQ(page.Value("kvtier_transfer_seconds_count{op=\"get\"}"), 0);  // the op layer's own
 }
 
 TEST(MetricsTest, RejectedAdmissionsAreCountedForT2) {

@@ -26,6 +26,7 @@ using testing::InTier;
 using testing::KeyOf;
 using testing::kTestSlot;
 using testing::ManagerOptions;
+using testing::MoveLog;
 using testing::Put;
 using testing::SizeOf;
 using testing::TempDir;
@@ -144,7 +145,10 @@ TEST(DeviceTierManager, CpuVariantCannotStartAManagerWithT0) {
 
 TEST(DeviceTierManager, AT0GetPromotesFromT1AndKeepsTheT1Copy) {
   KVTIER_REQUIRE_GPU();
-  auto m = Make(T0Options(16, 16));
+  MoveLog log;
+  TierManagerOptions o = T0Options(16, 16);
+  o.on_move = log.Observer();
+  auto m = Make(o);
   ASSERT_NE(m, nullptr);
   for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;
   for (uint64_t i = 0; i < 10; ++i) {
@@ -159,6 +163,9 @@ TEST(DeviceTierManager, AT0GetPromotesFromT1AndKeepsTheT1Copy) {
   EXPECT_EQ(s.gets_promoted_t0, 10u);
   EXPECT_EQ(s.gets_t0, 10u);
   EXPECT_EQ(m->t0()->Stats().writes, copies) << "a block already in T0 was copied again";
+  const std::vector<double> reported = log.Seconds(MoveKind::kPromotion, Tier::kT1, Tier::kT0);
+  EXPECT_EQ(reported.size(), copies) << "one on_move report per T1 -> T0 copy";
+  for (double seconds : reported) EXPECT_GT(seconds, 0);
   for (uint64_t i = 0; i < 10; ++i) EXPECT_TRUE(GetAndVerify(*m, i).ok()) << i;  // T1 intact
 }
 
@@ -224,7 +231,10 @@ TEST(DeviceTierManager, T0VictimsWithAT1CopyLeaveWithoutACopyBack) {
 
 TEST(DeviceTierManager, T0VictimsWithoutAT1CopyAreCopiedDownFirst) {
   KVTIER_REQUIRE_GPU();
-  auto m = Make(T0Options(8, 4));  // no T2: T1 victims are dropped from T1
+  MoveLog log;
+  TierManagerOptions o = T0Options(8, 4);  // no T2: T1 victims are dropped from T1
+  o.on_move = log.Observer();
+  auto m = Make(o);
   ASSERT_NE(m, nullptr);
   for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;
   for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(GetT0AndVerify(*m, i).ok()) << i;
@@ -246,6 +256,10 @@ TEST(DeviceTierManager, T0VictimsWithoutAT1CopyAreCopiedDownFirst) {
   const TierManagerStats s = m->Stats();
   EXPECT_GE(s.t0_demotions, 1u);
   EXPECT_EQ(s.t0_demotion_failures, 0u);
+  // Every copy down is reported, also one whose result a T1 Get's own copy made redundant.
+  const std::vector<double> reported = log.Seconds(MoveKind::kDemotion, Tier::kT0, Tier::kT1);
+  EXPECT_GE(reported.size(), s.t0_demotions);
+  for (double seconds : reported) EXPECT_GT(seconds, 0);
   for (uint64_t i = 0; i < 4; ++i) {  // in T1 (copied down), or still in T0 (read from there)
     const absl::Status got = GetAndVerify(*m, i);
     EXPECT_TRUE(got.ok()) << "block " << i << ": " << got;

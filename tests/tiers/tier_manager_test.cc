@@ -17,6 +17,7 @@ using testing::GetSync;
 using testing::InTier;
 using testing::KeyOf;
 using testing::ManagerOptions;
+using testing::MoveLog;
 using testing::Put;
 using testing::TempDir;
 
@@ -64,6 +65,32 @@ TEST(TierManagerTest, DemotesToT2AndPromotesBackWithTheSameBytes) {
   EXPECT_GT(s.gets_promoted, kBlocks - 32);
   EXPECT_EQ(s.promotion_failures, 0u);
   EXPECT_EQ(s.demotions, m->t2()->Stats().writes);
+}
+
+TEST(TierManagerTest, EveryFinishedDemotionAndPromotionIsReportedWithItsDuration) {
+  TempDir tmp;
+  MoveLog log;  // outlives the manager: moves in flight report until it is destroyed
+  TierManagerOptions o = ManagerOptions(8, tmp.path(), 64);
+  o.on_move = log.Observer();
+  auto m = Make(o);
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;
+  m->Quiesce();
+  ASSERT_GT(m->Stats().demotions, 0u);
+  const std::vector<double> demoted = log.Seconds(MoveKind::kDemotion, Tier::kT1, Tier::kT2);
+  EXPECT_EQ(demoted.size(), m->Stats().demotions);  // one report per committed T2 write
+  for (double seconds : demoted) EXPECT_GT(seconds, 0);
+  EXPECT_TRUE(log.Seconds(MoveKind::kPromotion, Tier::kT2, Tier::kT1).empty());
+
+  ASSERT_FALSE(InTier(*m, 0, Tier::kT1)) << "precondition: block 0 lives only in T2";
+  ASSERT_TRUE(GetAndVerify(*m, 0).ok());  // the report came before the Get was answered
+  const std::vector<double> promoted = log.Seconds(MoveKind::kPromotion, Tier::kT2, Tier::kT1);
+  ASSERT_EQ(promoted.size(), 1u);
+  EXPECT_GT(promoted[0], 0);
+  ASSERT_TRUE(GetAndVerify(*m, 0).ok());  // in T1 now: no move, no report
+  m->Quiesce();
+  EXPECT_EQ(log.Seconds(MoveKind::kPromotion, Tier::kT2, Tier::kT1).size(), 1u);
+  EXPECT_EQ(log.size(), m->Stats().demotions + 1) << "only T1 <-> T2 moves without a T0";
 }
 
 TEST(TierManagerTest, ACleanBlockLeavesT1WithoutBeingRewritten) {

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "tests/tiers/nvme_test_util.h"
 #include "tiers/tier_manager.h"
@@ -83,5 +85,33 @@ inline bool InTier(TierManager& m, uint64_t i, Tier tier) {
   std::optional<BlockInfo> info = m.index().Find(KeyOf(i));
   return info && info->InTier(tier);
 }
+
+// Records what TierManagerOptions::on_move reports. Must outlive the manager it observes.
+class MoveLog {
+ public:
+  TierMoveObserver Observer() {
+    return [this](const TierMove& move, double seconds) {
+      std::lock_guard lock(mu_);
+      moves_.push_back({move, seconds});
+    };
+  }
+  // The durations reported for moves of this kind between these tiers, in order.
+  std::vector<double> Seconds(MoveKind kind, Tier from, Tier to) const {
+    std::lock_guard lock(mu_);
+    std::vector<double> out;
+    for (const auto& [move, seconds] : moves_) {
+      if (move.kind == kind && move.from == from && move.to == to) out.push_back(seconds);
+    }
+    return out;
+  }
+  size_t size() const {
+    std::lock_guard lock(mu_);
+    return moves_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<TierMove, double>> moves_;
+};
 
 }  // namespace kvtier::testing
