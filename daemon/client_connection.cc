@@ -57,8 +57,13 @@ constexpr int kFullCompletionRingPollMs = 1;
 // A worker's hold on one slot of the server's SpinBudget (none: always granted).
 class SpinSlot {
  public:
-  explicit SpinSlot(SpinBudget* budget) : budget_(budget) {}
-  ~SpinSlot() { Release(); }
+  explicit SpinSlot(SpinBudget* budget) : budget_(budget) {
+    if (budget_ != nullptr) budget_->Join();
+  }
+  ~SpinSlot() {
+    Release();
+    if (budget_ != nullptr) budget_->Leave();
+  }
   SpinSlot(const SpinSlot&) = delete;
   SpinSlot& operator=(const SpinSlot&) = delete;
   void TryAcquire() { held_ = held_ || budget_ == nullptr || budget_->TryAcquire(); }
@@ -197,11 +202,12 @@ void ClientConnection::Run() {
   }
 }
 
-int DefaultSpinSlots() {
+int UsableCpus() {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
-  const int n = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  return std::max(1, n / 2);
+  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? std::max(1, CPU_COUNT(&cpus)) : 1;
 }
+
+int DefaultSpinSlots() { return std::max(1, UsableCpus() / 2); }
 
 }  // namespace kvtier

@@ -44,8 +44,8 @@ ServerOptions ServerOptionsOf(const DaemonConfig& config) {
   o.allowed_gids = config.daemon.allowed_gids;
   o.connection.spin_us = static_cast<int>(config.daemon.spin_us);
   const uint32_t slots = config.daemon.spin_threads;
-  o.connection.spin_budget =
-      std::make_shared<SpinBudget>(slots == 0 ? DefaultSpinSlots() : static_cast<int>(slots));
+  o.connection.spin_budget = std::make_shared<SpinBudget>(
+      slots == 0 ? DefaultSpinSlots() : static_cast<int>(slots), UsableCpus());
   return o;
 }
 

@@ -100,11 +100,11 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<Server> server_;
 };
 
-// With one spin slot for four busy clients, the connections that find it taken sleep between
-// requests and are woken by their doorbells: every request is still answered, and every slot is
-// back in the budget once the clients are gone.
+// With one spin slot and four busy clients (more than the budget's 3 "CPUs"), connections sleep
+// between requests and are woken by their doorbells: every request is still answered, and every
+// slot is back in the budget once the clients are gone.
 TEST_F(ServerTest, ConnectionsBeyondTheSpinBudgetSleepAndStillServeEveryRequest) {
-  spin_budget_ = std::make_shared<SpinBudget>(1);
+  spin_budget_ = std::make_shared<SpinBudget>(1, 3);  // 4 clients: more than 3, nobody polls
   Start(0660);
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
@@ -125,6 +125,11 @@ TEST_F(ServerTest, ConnectionsBeyondTheSpinBudgetSleepAndStillServeEveryRequest)
   WaitForClients(0);
   EXPECT_TRUE(spin_budget_->TryAcquire());
   EXPECT_FALSE(spin_budget_->TryAcquire());
+  spin_budget_->Release();
+  for (int i = 0; i < 4; ++i) spin_budget_->Join();  // more connections than CPUs: nobody polls
+  EXPECT_FALSE(spin_budget_->TryAcquire());
+  spin_budget_->Leave();
+  EXPECT_TRUE(spin_budget_->TryAcquire());
 }
 
 TEST_F(ServerTest, PutThenGetReturnsTheSameBytes) {
