@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "client/kvtier_client_c.h"
+#include "tests/client/c_abi_expect.h"
 
 enum {
   kBlockTokens = 16,
@@ -20,16 +21,6 @@ enum {
   kLongCached = 10         /* leading blocks of each long sequence that are cached */
 };
 
-static int failures = 0;
-
-#define EXPECT(cond)                                                                     \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      fprintf(stderr, "%s:%d: failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              kvtier_last_error());                                                      \
-      ++failures;                                                                        \
-    }                                                                                    \
-  } while (0)
 
 /* Short sequence i: 0 to 6 blocks; every eighth one empty. */
 static size_t ShortLength(size_t i) { return i % 8 == 7 ? 0 : 1 + i % 7; }

@@ -7,19 +7,10 @@
 #include <string.h>
 
 #include "client/kvtier_client_c.h"
+#include "tests/client/c_abi_expect.h"
 
 enum { kBlocks = 3, kBlockTokens = 16, kPayloadBytes = 4096 };
 
-static int failures = 0;
-
-#define EXPECT(cond)                                                                     \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      fprintf(stderr, "%s:%d: failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              kvtier_last_error());                                                      \
-      ++failures;                                                                        \
-    }                                                                                    \
-  } while (0)
 
 static void Fill(unsigned char* payloads, uint32_t* tokens) {
   for (size_t i = 0; i < (size_t)kBlocks * kPayloadBytes; ++i) {
