@@ -80,6 +80,13 @@ TEST(BenchOptionsTest, EveryFlagReachesItsOption) {
   EXPECT_EQ(o->model_id, "m");
 }
 
+TEST(BenchOptionsTest, DepthSendsManyLookupsPerCall) {
+  const absl::StatusOr<BenchOptions> o = Parse({"--depth", "64"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->depth, 64u);
+  EXPECT_EQ(o->op, BenchOp::kLookup);
+}
+
 TEST(BenchOptionsTest, ATraceReplaysAsMixedOps) {
   const absl::StatusOr<BenchOptions> o = Parse({"--trace", "t.jsonl", "--speed", "1"});
   ASSERT_TRUE(o.ok()) << o.status();
@@ -96,6 +103,7 @@ TEST(BenchOptionsTest, BadValuesAreRefusedNamingTheFlag) {
       {{"-p", "0"}, "--processes"},    {{"-t", "0"}, "--threads"},
       {{"-d", "0"}, "--duration"},     {{"--sequences", "0"}, "--sequences"},
       {{"--skew", "-1"}, "--skew"},    {{"--op", "put", "--fill"}, "--fill"},
+      {{"--depth", "0"}, "--depth 0"}, {{"--op", "get", "--depth", "8"}, "--depth"},
   };
   for (const auto& [args, flag] : cases) {
     const absl::StatusOr<BenchOptions> o = Parse(args);
