@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "client/gpu_client.h"
@@ -36,6 +38,14 @@ int Fail(const absl::Status& status) {
 int Check(const void* p, const char* what) {
   if (p != nullptr) return 0;
   return Fail(absl::InvalidArgumentError(std::string(what) + " is NULL"));
+}
+
+// The first NULL of several arguments, as Check reports it (one code, one name).
+int CheckAll(std::initializer_list<std::pair<const void*, const char*>> args) {
+  for (const auto& [p, what] : args) {
+    if (int e = Check(p, what); e) return e;
+  }
+  return 0;
 }
 
 std::string Or(const char* s, const char* fallback) { return s != nullptr ? s : fallback; }
@@ -105,7 +115,7 @@ int kvtier_abi_version(void) { return KVTIER_C_ABI_VERSION; }
 
 int kvtier_connect(const char* socket_path, const kvtier_namespace* ns, const char* client_name,
                    kvtier_client** out) {
-  if (int e = Check(socket_path, "socket_path") + Check(ns, "ns") + Check(out, "out"); e) return e;
+  if (int e = CheckAll({{socket_path, "socket_path"}, {ns, "ns"}, {out, "out"}}); e) return e;
   kvtier::client::ClientOptions options;
   options.socket_path = socket_path;
   options.client_name = Or(client_name, "c-client");
@@ -151,7 +161,7 @@ int kvtier_lookup_many(kvtier_client* client, const kvtier_key* keys, const size
                        size_t n_sequences, size_t* hit_blocks, uint8_t* tiers) {
   if (int e = Check(client, "client"); e) return e;
   if (n_sequences == 0) return 0;
-  if (int e = Check(lengths, "lengths") + Check(hit_blocks, "hit_blocks"); e) return e;
+  if (int e = CheckAll({{lengths, "lengths"}, {hit_blocks, "hit_blocks"}}); e) return e;
   auto sequences = SequencesOf(keys, lengths, n_sequences);
   if (!sequences.ok()) return Fail(sequences.status());
   auto results = client->impl->LookupMany(*sequences);
@@ -187,7 +197,7 @@ int kvtier_release(kvtier_client* client, const kvtier_key* keys, size_t n,
 
 int kvtier_get_into(kvtier_client* client, const kvtier_key* keys, size_t n, void* const* dsts,
                     const size_t* dst_bytes, size_t* copied) {
-  if (int e = Check(copied, "copied") + Check(dsts, "dsts") + Check(dst_bytes, "dst_bytes"); e) {
+  if (int e = CheckAll({{copied, "copied"}, {dsts, "dsts"}, {dst_bytes, "dst_bytes"}}); e) {
     return e;
   }
   std::vector<absl::Span<std::byte>> spans(n);
@@ -200,7 +210,7 @@ int kvtier_get_into(kvtier_client* client, const kvtier_key* keys, size_t n, voi
 
 int kvtier_put(kvtier_client* client, const kvtier_key* keys, size_t n, const void* const* payloads,
                const size_t* payload_bytes, const kvtier_key* parent, uint32_t* codes) {
-  if (int e = Check(payloads, "payloads") + Check(payload_bytes, "payload_bytes"); e) return e;
+  if (int e = CheckAll({{payloads, "payloads"}, {payload_bytes, "payload_bytes"}}); e) return e;
   std::vector<absl::Span<const std::byte>> spans(n);
   for (size_t i = 0; i < n; ++i) {
     spans[i] = {static_cast<const std::byte*>(payloads[i]), payload_bytes[i]};
@@ -239,7 +249,7 @@ uint32_t kvtier_slot_bytes(const kvtier_client* client) { return client->impl->s
 // ---- GPU transfers ----
 
 int kvtier_gpu_open(kvtier_client* client, int device, int path, kvtier_gpu** out) {
-  if (int e = Check(client, "client") + Check(out, "out"); e) return e;
+  if (int e = CheckAll({{client, "client"}, {out, "out"}}); e) return e;
   kvtier::client::GpuClientOptions options;
   options.device = device;
   if (path == KVTIER_PATH_DMA) options.path = kvtier::KvCopyPath::kDma;
@@ -274,7 +284,7 @@ int kvtier_gpu_t0_mapped(const kvtier_gpu* gpu) {
 
 int kvtier_gpu_get(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvtier_kv_cache* cache,
                    const int32_t* engine_blocks, void* stream, kvtier_gpu_transfer** out) {
-  if (int e = Check(gpu, "gpu") + Check(out, "out"); e) return e;
+  if (int e = CheckAll({{gpu, "gpu"}, {out, "out"}}); e) return e;
   if (n > 0 && (keys == nullptr || engine_blocks == nullptr)) {
     return Fail(absl::InvalidArgumentError("keys and engine_blocks must not be NULL"));
   }
@@ -289,7 +299,7 @@ int kvtier_gpu_get(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvti
 int kvtier_gpu_put(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvtier_kv_cache* cache,
                    const int32_t* engine_blocks, void* stream, const kvtier_key* parent,
                    kvtier_gpu_transfer** out) {
-  if (int e = Check(gpu, "gpu") + Check(out, "out"); e) return e;
+  if (int e = CheckAll({{gpu, "gpu"}, {out, "out"}}); e) return e;
   if (n > 0 && (keys == nullptr || engine_blocks == nullptr)) {
     return Fail(absl::InvalidArgumentError("keys and engine_blocks must not be NULL"));
   }

@@ -50,22 +50,33 @@ absl::StatusOr<std::vector<LookupResult>> Client::LookupMany(
     out[f.index].tiers.assign(tiers.begin(), tiers.begin() + done.count);
     return absl::OkStatus();
   };
-  for (size_t i = 0; i < sequences.size(); ++i) {
-    const absl::Span<const BlockKey> keys = sequences[i];
-    if (keys.empty()) continue;
-    const Impl::Call call = LookupCall(keys);
-    if (keys.size() > impl_->welcome.max_batch || Impl::ArenaBytes(call) > part_bytes) {
-      alone.push_back(i);
-      continue;
+  auto submit_all = [&]() -> absl::Status {
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      const absl::Span<const BlockKey> keys = sequences[i];
+      if (keys.empty()) continue;
+      const Impl::Call call = LookupCall(keys);
+      if (keys.size() > impl_->welcome.max_batch || Impl::ArenaBytes(call) > part_bytes) {
+        alone.push_back(i);
+        continue;
+      }
+      if (submitted - finished == window) KVTIER_RETURN_IF_ERROR(finish_oldest());
+      InFlight& f = flight[submitted % window];
+      f.index = i;
+      KVTIER_RETURN_IF_ERROR(
+          impl_->Submit(call, static_cast<uint32_t>(submitted % window) * part_bytes, &f.sent));
+      ++submitted;
     }
-    if (submitted - finished == window) KVTIER_RETURN_IF_ERROR(finish_oldest());
-    InFlight& f = flight[submitted % window];
-    f.index = i;
-    KVTIER_RETURN_IF_ERROR(
-        impl_->Submit(call, static_cast<uint32_t>(submitted % window) * part_bytes, &f.sent));
-    ++submitted;
+    while (finished < submitted) KVTIER_RETURN_IF_ERROR(finish_oldest());
+    return absl::OkStatus();
+  };
+  if (absl::Status s = submit_all(); !s.ok()) {
+    // Await the answers still owed, so that the next call reads its own completion and no late
+    // result lands in the arena under it. Stops at the first that does not come (a daemon gone or
+    // a timeout: then the connection is unusable whatever is done here).
+    while (finished < submitted && impl_->Finish(flight[finished++ % window].sent).ok()) {
+    }
+    return s;
   }
-  while (finished < submitted) KVTIER_RETURN_IF_ERROR(finish_oldest());
   lock.unlock();
   for (size_t i : alone) {
     KVTIER_ASSIGN_OR_RETURN(out[i], Lookup(sequences[i]));

@@ -89,6 +89,11 @@ void CopyPiece(unsigned char* d, const unsigned char* s, size_t n, bool stream) 
 // ~0.1 us a call, which is why chunked updates were slower than this for any chunk size).
 // checksum_test pins the result to XXH3_64bits for lengths around every boundary.
 uint64_t CopyAndXxh3Avx2(void* dst, const void* src, size_t bytes, bool stream) {
+#if !defined(__x86_64__)
+  // Never called there (checksum.cc checks for AVX2); keeps the file building off x86.
+  __builtin_memcpy(dst, src, bytes);
+  return XXH3_64bits(src, bytes);
+#else
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const xxh_u8*>(src);
   if (bytes <= XXH3_MIDSIZE_MAX) {  // short inputs take other code paths in XXH3: copy, then hash
@@ -103,12 +108,9 @@ uint64_t CopyAndXxh3Avx2(void* dst, const void* src, size_t bytes, bool stream) 
   XXH_ALIGN(XXH_ACC_ALIGN) xxh_u64 acc[XXH_ACC_NB] = XXH3_INIT_ACC;
   const size_t blocks = (bytes - 1) / kBlockLen;
   for (size_t n = 0; n < blocks; ++n) {
-#if defined(__x86_64__)
     if (stream) {
       StreamAndAccumulateBlock(acc, d + n * kBlockLen, s + n * kBlockLen, secret, kStripesPerBlock);
-    } else
-#endif
-    {
+    } else {
       __builtin_memcpy(d + n * kBlockLen, s + n * kBlockLen, kBlockLen);
       XXH3_accumulate(acc, s + n * kBlockLen, secret, kStripesPerBlock, XXH3_accumulate_512_avx2);
     }
@@ -121,11 +123,10 @@ uint64_t CopyAndXxh3Avx2(void* dst, const void* src, size_t bytes, bool stream) 
   constexpr size_t kLastAccStart = 7;  // XXH_SECRET_LASTACC_START
   XXH3_accumulate_512_avx2(acc, s + bytes - XXH_STRIPE_LEN,
                            secret + kSecretSize - XXH_STRIPE_LEN - kLastAccStart);
-#if defined(__x86_64__)
   if (stream) _mm_sfence();  // the streamed stores are visible before anything published after
-#endif
   constexpr size_t kMergeAccsStart = 11;  // XXH_SECRET_MERGEACCS_START
   return XXH3_mergeAccs(acc, secret + kMergeAccsStart, static_cast<xxh_u64>(bytes) * XXH_PRIME64_1);
+#endif
 }
 
 }  // namespace kvtier

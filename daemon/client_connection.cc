@@ -188,7 +188,8 @@ void ClientConnection::Run() {
       idle_since = Clock::now();
       slot.TryAcquire();
     }
-    if (slot.held() && (idle_rounds % 64 != 0 || Clock::now() - idle_since < spin)) continue;
+    const bool polling = slot.held() && spin.count() > 0;  // spin_us = 0: sleep at once
+    if (polling && (idle_rounds % 64 != 0 || Clock::now() - idle_since < spin)) continue;
     slot.Release();
     idle_rounds = 0;
     absl::StatusOr<bool> sleep = requests.PrepareToSleep();

@@ -19,7 +19,8 @@ namespace kvtier {
 class SpinBudget {
  public:
   // `slots` threads may poll at once, while at most `max_connections` connections are open; 0
-  // slots means none ever polls.
+  // slots means none ever polls (the daemon's config never asks for that: daemon.spin_us = 0
+  // turns polling off there, and daemon.spin_threads = 0 means the default).
   SpinBudget(int slots, int max_connections) : free_(slots), max_connections_(max_connections) {}
 
   // A connection's life: polling is allowed only while at most max_connections are open.
