@@ -126,6 +126,12 @@ void ClientConnection::Fail(const std::string& reason) {
   if (on_fatal_) std::exchange(on_fatal_, nullptr)(reason);
 }
 
+void ClientConnection::WaitForCompletionRoom() {
+  pollfd fd{queue_->wake.fd(), POLLIN, 0};
+  (void)::poll(&fd, 1, kFullCompletionRingPollMs);
+  queue_->wake.Drain();
+}
+
 void ClientConnection::Run() {
   protocol::RingConsumer requests(region_->submission(), &client_bell_);
   protocol::RingProducer completions(region_->completion(), &client_bell_);
@@ -194,7 +200,14 @@ void ClientConnection::Run() {
     idle_rounds = 0;
     absl::StatusOr<bool> sleep = requests.PrepareToSleep();
     if (!sleep.ok()) return Fail(std::string(sleep.status().message()));
-    if (!*sleep) continue;
+    if (!*sleep) {
+      // Requests wait but none may be taken (the answers owed fill the completion ring): wait
+      // for the client to read or a get in flight to finish, rather than loop without sleeping.
+      if (pending.size() + queue_->in_flight.load(std::memory_order_acquire) >= cq_entries) {
+        WaitForCompletionRoom();
+      }
+      continue;
+    }
     pollfd fds[2] = {{daemon_bell_.fd(), POLLIN, 0}, {queue_->wake.fd(), POLLIN, 0}};
     (void)::poll(fds, 2, pending.empty() ? kIdleSleepMs : kFullCompletionRingPollMs);
     requests.EndSleep();

@@ -64,6 +64,9 @@ class ClientConnection {
                    std::shared_ptr<internal::CompletionQueue> queue,
                    std::function<void(const std::string&)> on_fatal);
   void Run();
+  // Sleeps up to kFullCompletionRingPollMs, or until a get in flight completes: for when requests
+  // wait but the completions owed already fill the client's completion ring.
+  void WaitForCompletionRoom();
   void Fail(const std::string& reason);
 
   Service& service_;

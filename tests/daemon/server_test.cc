@@ -274,6 +274,35 @@ RawClient ConnectRaw(const std::string& path) {
   return raw;
 }
 
+// A client that sends three rings' worth of requests before it reads any answer: the daemon fills
+// the completion ring, holds back one ring's worth more, then leaves the rest in the submission
+// ring (waiting, not spinning, for room) until the client reads; every request is answered, in
+// order.
+TEST_F(ServerTest, AClientThatReadsNoAnswersForAWhileGetsThemAllInOrder) {
+  RawClient raw = ConnectRaw(tmp_.path() + "/kvtierd.sock");
+  const uint32_t entries = raw.region->layout().cq_entries;
+  const uint64_t total = 3 * uint64_t{entries};
+  std::thread writer([&] {
+    protocol::RingProducer producer(raw.region->submission(), raw.daemon_bell.get());
+    std::byte record[protocol::kRecordBytes];
+    for (uint64_t id = 1; id <= total; ++id) {
+      protocol::EncodeRequest(protocol::Request{protocol::Op::kNop, id, 0, 0, {}, {}}, record);
+      ASSERT_TRUE(producer.Push(record, *raw.client_bell).ok()) << id;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the daemon reaches its cap
+  protocol::RingConsumer consumer(raw.region->completion(), raw.daemon_bell.get());
+  std::byte record[protocol::kRecordBytes];
+  for (uint64_t id = 1; id <= total; ++id) {
+    ASSERT_TRUE(consumer.Pop(record, *raw.client_bell).ok()) << id;
+    auto c = protocol::DecodeCompletion(record, raw.region->layout().arena_bytes);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_EQ(c->request_id, id);
+    ASSERT_EQ(c->status, protocol::RequestStatus::kOk);
+  }
+  writer.join();
+}
+
 TEST_F(ServerTest, MalformedRecordsCloseOnlyThatClient) {
   auto good = Connect();
   const std::vector<BlockKey> keys = Keys(*good, 2);
