@@ -86,6 +86,13 @@ std::vector<Bytes> FrameSeeds() {
   add(*EncodeHello(h));
   Welcome w{1, 1 << 20, 4096, 256, kMaxBatchKeys, *ComputeLayout(64, 64, 1 << 16)};
   add(EncodeWelcome(w));
+  Welcome with_t0 = w;  // a daemon with a GPU tier: the T0 section filled in
+  with_t0.t0_slot_bytes = 2 << 20;
+  with_t0.t0_slots = 8;
+  with_t0.t0_bytes = uint64_t{with_t0.t0_slot_bytes} * with_t0.t0_slots;
+  with_t0.t0_pci_bus_id = "0000:19:00.0";
+  for (size_t i = 0; i < with_t0.t0_ipc_handle.size(); ++i) with_t0.t0_ipc_handle[i] = i * 7 + 1;
+  add(EncodeWelcome(with_t0));
   add(EncodeError({absl::StatusCode::kPermissionDenied, "not allowed"}));
   Bytes layout{std::byte{3}};
   const auto* l = reinterpret_cast<const std::byte*>(&w.layout);
