@@ -25,6 +25,14 @@ class Client::Impl {
     std::function<void(protocol::ArenaView, protocol::ArenaRange)> write_args;
   };
 
+  // A request whose arguments are `keys` (lookup, get, release, drop); `keys` must outlive the
+  // Submit/Do that writes them.
+  static Call KeysArgs(protocol::Op op, absl::Span<const BlockKey> keys, uint8_t tier = 0) {
+    return Call{
+        op, static_cast<uint32_t>(keys.size()), tier,
+        [keys](protocol::ArenaView a, protocol::ArenaRange r) { protocol::WriteKeys(a, r, keys); }};
+  }
+
   static absl::StatusOr<std::unique_ptr<Impl>> Connect(const ClientOptions& options);
   ~Impl();
 

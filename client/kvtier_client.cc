@@ -56,11 +56,7 @@ absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
   const absl::Status chunked =
       (Chunked(keys.size(), impl_->welcome.max_batch, [&](size_t off, size_t n) {
         if (!whole) return absl::OkStatus();  // the prefix ended in an earlier chunk
-        const auto chunk = keys.subspan(off, n);
-        Impl::Call call{Op::kLookup, static_cast<uint32_t>(n), 0,
-                        [&](protocol::ArenaView a, protocol::ArenaRange r) {
-                          protocol::WriteKeys(a, r, chunk);
-                        }};
+        const Impl::Call call = Impl::KeysArgs(Op::kLookup, keys.subspan(off, n));
         protocol::Request sent;
         KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
         KVTIER_RETURN_IF_ERROR(
@@ -100,12 +96,8 @@ absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
   std::vector<BlockResult> out;
   const absl::Status chunked =
       (Chunked(keys.size(), impl.welcome.max_batch, [&](size_t off, size_t n) {
-        const auto chunk = keys.subspan(off, n);
-        Client::Impl::Call call{op, static_cast<uint32_t>(n),
-                                op == Op::kGet ? static_cast<uint8_t>(tier) : uint8_t{0},
-                                [&](protocol::ArenaView a, protocol::ArenaRange r) {
-                                  protocol::WriteKeys(a, r, chunk);
-                                }};
+        const Client::Impl::Call call = Client::Impl::KeysArgs(
+            op, keys.subspan(off, n), op == Op::kGet ? static_cast<uint8_t>(tier) : uint8_t{0});
         KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> part, BlockResultsCall(impl, call));
         out.insert(out.end(), part.begin(), part.end());
         return absl::OkStatus();

@@ -1,6 +1,4 @@
 // Client::LookupMany: pipelined lookups (kvtier_client.h).
-#include <fmt/format.h>
-
 #include <algorithm>
 
 #include "client/client_impl.h"
@@ -15,12 +13,6 @@ using protocol::Op;
 // answer, so more than cq_entries unanswered ones would stall both sides.
 uint32_t WindowOf(const protocol::RegionLayout& layout) {
   return std::max<uint32_t>(1, std::min(layout.sq_entries, layout.cq_entries));
-}
-
-Client::Impl::Call LookupCall(absl::Span<const BlockKey> keys) {
-  return Client::Impl::Call{
-      Op::kLookup, static_cast<uint32_t>(keys.size()), 0,
-      [keys](protocol::ArenaView a, protocol::ArenaRange r) { protocol::WriteKeys(a, r, keys); }};
 }
 
 }  // namespace
@@ -54,7 +46,7 @@ absl::StatusOr<std::vector<LookupResult>> Client::LookupMany(
     for (size_t i = 0; i < sequences.size(); ++i) {
       const absl::Span<const BlockKey> keys = sequences[i];
       if (keys.empty()) continue;
-      const Impl::Call call = LookupCall(keys);
+      const Impl::Call call = Impl::KeysArgs(Op::kLookup, keys);
       if (keys.size() > impl_->welcome.max_batch || Impl::ArenaBytes(call) > part_bytes) {
         alone.push_back(i);
         continue;

@@ -17,15 +17,13 @@ uint64_t Xxh3Avx2(const void* data, size_t bytes) { return XXH3_64bits(data, byt
 
 namespace {
 
+#if defined(__x86_64__)
 // Copies with non-temporal (streaming) stores: the destination's cache lines are written whole
 // without being read first, and do not push the source out of the cache. Against memcpy into memory
 // that is not cached (a T1 slot), this moves about half the bytes over the memory bus (memcpy reads
 // every destination line before writing it). `d` must be 32-byte aligned. Streaming stores are
 // weakly ordered: the caller fences once it has copied everything (see CopyAndXxh3Avx2).
 void StreamCopy(unsigned char* d, const unsigned char* s, size_t n) {
-#if !defined(__x86_64__)
-  __builtin_memcpy(d, s, n);  // never called there (checksum.cc checks for AVX2); keeps it building
-#else
   for (; n >= 128; n -= 128, d += 128, s += 128) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32));
@@ -41,10 +39,8 @@ void StreamCopy(unsigned char* d, const unsigned char* s, size_t n) {
                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
   }
   __builtin_memcpy(d, s, n);
-#endif
 }
 
-#if defined(__x86_64__)
 // xxhash.h's XXH3_accumulate_512_avx2 on two 32-byte halves of a stripe already in registers.
 inline void Accumulate(__m256i* acc, __m256i data, const unsigned char* secret) {
   const __m256i key = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(secret));
@@ -72,14 +68,6 @@ inline void StreamAndAccumulateBlock(xxh_u64* acc, unsigned char* d, const unsig
   a[0] = a0, a[1] = a1;
 }
 #endif
-
-void CopyPiece(unsigned char* d, const unsigned char* s, size_t n, bool stream) {
-  if (stream) {
-    StreamCopy(d, s, n);
-  } else {
-    __builtin_memcpy(d, s, n);
-  }
-}
 
 }  // namespace
 
@@ -117,7 +105,11 @@ uint64_t CopyAndXxh3Avx2(void* dst, const void* src, size_t bytes, bool stream) 
     XXH3_scrambleAcc_avx2(acc, secret + kSecretSize - XXH_STRIPE_LEN);
   }
   const size_t done = blocks * kBlockLen;  // the last, partial block: 1 to kBlockLen bytes
-  CopyPiece(d + done, s + done, bytes - done, stream);
+  if (stream) {
+    StreamCopy(d + done, s + done, bytes - done);
+  } else {
+    __builtin_memcpy(d + done, s + done, bytes - done);
+  }
   XXH3_accumulate(acc, s + done, secret, (bytes - 1 - done) / XXH_STRIPE_LEN,
                   XXH3_accumulate_512_avx2);
   constexpr size_t kLastAccStart = 7;  // XXH_SECRET_LASTACC_START

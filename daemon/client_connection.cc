@@ -144,6 +144,10 @@ void ClientConnection::Run() {
   uint64_t idle_rounds = 0;  // rounds without work since the last one with work
   auto idle_since = Clock::now();
   SpinSlot slot(options_.spin_budget.get());
+  // Answers owed would fill the completion ring: take no more requests until some are read.
+  auto owed_fill_ring = [&] {
+    return pending.size() + queue_->in_flight.load(std::memory_order_acquire) >= cq_entries;
+  };
   while (!stop_.load(std::memory_order_acquire)) {
     bool progress = queue_->TakeAll(&pending);
     while (!pending.empty()) {
@@ -155,8 +159,7 @@ void ClientConnection::Run() {
       progress = true;
     }
     for (int i = 0; i < kRequestsPerRound; ++i) {
-      // Never take more requests than the completion ring can hold answers for.
-      if (pending.size() + queue_->in_flight.load(std::memory_order_acquire) >= cq_entries) break;
+      if (owed_fill_ring()) break;
       absl::StatusOr<bool> popped = requests.TryPop(record);
       if (!popped.ok()) return Fail(std::string(popped.status().message()));
       if (!*popped) break;
@@ -203,9 +206,7 @@ void ClientConnection::Run() {
     if (!*sleep) {
       // Requests wait but none may be taken (the answers owed fill the completion ring): wait
       // for the client to read or a get in flight to finish, rather than loop without sleeping.
-      if (pending.size() + queue_->in_flight.load(std::memory_order_acquire) >= cq_entries) {
-        WaitForCompletionRoom();
-      }
+      if (owed_fill_ring()) WaitForCompletionRoom();
       continue;
     }
     pollfd fds[2] = {{daemon_bell_.fd(), POLLIN, 0}, {queue_->wake.fd(), POLLIN, 0}};
