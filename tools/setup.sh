@@ -7,6 +7,9 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config clang clang-format
+  # clang's sanitizer runtimes and headers (sanitizer/asan_interface.h) for tools/fuzz.sh: only a
+  # Recommends of clang, so --no-install-recommends leaves them out
+  libclang-rt-14-dev
   # index, replay and common basics
   libabsl-dev libxxhash-dev libsimdjson-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   zlib1g-dev libzstd-dev libcairo2-dev
