@@ -3,8 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
+#include <string_view>
+#include <vector>
 
 namespace kvtier {
 namespace {
@@ -13,6 +16,33 @@ constexpr size_t kMaxSocketPath = 107;  // sizeof(sockaddr_un::sun_path) - 1
 constexpr uint64_t kMaxT2SlotBytes = uint64_t{1} << 30;
 
 absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+
+// The problems of one validation, each a line naming its key; every check runs, so one load
+// reports all of them.
+class Checks {
+ public:
+  void Add(const absl::Status& status) {
+    if (!status.ok()) lines_.emplace_back(status.message());
+  }
+  // `tier` in front of each line of `status` (EvictionConfig says "eviction.policy: ...").
+  void AddPrefixed(const std::string& tier, const absl::Status& status) {
+    if (status.ok()) return;
+    const std::string message(status.message());
+    std::string_view rest = message;
+    while (!rest.empty()) {
+      const std::string_view line = rest.substr(0, rest.find('\n'));
+      rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+      lines_.push_back(fmt::format("{}.{}", tier, line));
+    }
+  }
+  absl::Status Result() const {
+    if (lines_.empty()) return absl::OkStatus();
+    return Invalid(fmt::format("{}", fmt::join(lines_, "\n")));
+  }
+
+ private:
+  std::vector<std::string> lines_;
+};
 
 // "host:port" or "[v6]:port", port in [1, 65535].
 absl::Status ValidateListenAddress(const std::string& address) {
@@ -31,105 +61,107 @@ absl::Status ValidateListenAddress(const std::string& address) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateDaemon(const DaemonConfig& c) {
-  if (c.daemon.data_directory.empty()) return Invalid("daemon.data_directory: must not be empty");
+void ValidateDaemon(const DaemonConfig& c, Checks& checks) {
+  if (c.daemon.data_directory.empty()) {
+    checks.Add(Invalid("daemon.data_directory: must not be empty"));
+  }
   const std::string socket = c.SocketPath();
   if (socket.empty() || socket.size() > kMaxSocketPath) {
-    return Invalid(
-        fmt::format("daemon.socket_path: '{}' must be 1 to {} bytes long (a Unix socket "
-                    "address), it is {}",
-                    socket, kMaxSocketPath, socket.size()));
+    checks.Add(
+        Invalid(fmt::format("daemon.socket_path: '{}' must be 1 to {} bytes long (a Unix socket "
+                            "address), it is {}",
+                            socket, kMaxSocketPath, socket.size())));
   }
   if (c.daemon.spin_threads > 4096) {
-    return Invalid(fmt::format("daemon.spin_threads: {} is more than 4096", c.daemon.spin_threads));
+    checks.Add(
+        Invalid(fmt::format("daemon.spin_threads: {} is more than 4096", c.daemon.spin_threads)));
   }
   if (c.daemon.spin_us > 1'000'000) {
-    return Invalid(
-        fmt::format("daemon.spin_us: {} is more than 1000000 (one second)", c.daemon.spin_us));
+    checks.Add(Invalid(
+        fmt::format("daemon.spin_us: {} is more than 1000000 (one second)", c.daemon.spin_us)));
   }
-  KVTIER_RETURN_IF_ERROR(ValidateListenAddress(c.metrics.listen_address));
+  checks.Add(ValidateListenAddress(c.metrics.listen_address));
   const std::string& pool = c.pool.name;
   const bool pool_ok = !pool.empty() && std::all_of(pool.begin(), pool.end(), [](char ch) {
     return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
   });
-  if (!pool_ok)
-    return Invalid(fmt::format("pool.name: '{}' must be letters, digits, _ or -", pool));
-  return absl::OkStatus();
+  if (!pool_ok) {
+    checks.Add(Invalid(fmt::format("pool.name: '{}' must be letters, digits, _ or -", pool)));
+  }
 }
 
-absl::Status ValidateIndex(const BlockIndexOptions& o) {
+void ValidateIndex(const BlockIndexOptions& o, Checks& checks) {
   constexpr size_t kMax = size_t{1} << 32;
   if (o.num_shards == 0 || o.num_shards > 4096 || !std::has_single_bit(o.num_shards)) {
-    return Invalid(
-        fmt::format("index.num_shards: {} is not a power of two in [1, 4096]", o.num_shards));
+    checks.Add(Invalid(
+        fmt::format("index.num_shards: {} is not a power of two in [1, 4096]", o.num_shards)));
   }
   if (o.expected_entries > kMax) {
-    return Invalid(fmt::format("index.expected_entries: {} is more than 2^32", o.expected_entries));
+    checks.Add(
+        Invalid(fmt::format("index.expected_entries: {} is more than 2^32", o.expected_entries)));
   }
   if (o.max_entries != 0 && (o.max_entries > kMax || o.max_entries < o.expected_entries)) {
-    return Invalid(fmt::format(
+    checks.Add(Invalid(fmt::format(
         "index.max_entries: {} is not 0 (from the tiers) or in [index.expected_entries ({}), 2^32]",
-        o.max_entries, o.expected_entries));
+        o.max_entries, o.expected_entries)));
   }
-  return absl::OkStatus();
 }
 
-// `status` with "<tier>." in front of its message (EvictionConfig says "eviction.policy: ...").
-absl::Status Prefixed(const std::string& tier, absl::Status status) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), fmt::format("{}.{}", tier, std::string(status.message())));
-}
-
-absl::Status ValidatePolicy(const std::string& tier, const TierPolicyOptions& p) {
+void ValidatePolicy(const std::string& tier, const TierPolicyOptions& p, Checks& checks) {
+  bool in_range = true;
   for (const auto& [name, value] : {std::pair{"high_watermark", p.high_watermark},
                                     std::pair{"low_watermark", p.low_watermark}}) {
     if (!(value > 0.0 && value <= 1.0)) {
-      return Invalid(fmt::format("{}.{}: {} is not in (0, 1]", tier, name, value));
+      checks.Add(Invalid(fmt::format("{}.{}: {} is not in (0, 1]", tier, name, value)));
+      in_range = false;
     }
   }
-  if (p.low_watermark > p.high_watermark) {
-    return Invalid(fmt::format("{}.low_watermark: {} is above {}.high_watermark ({})", tier,
-                               p.low_watermark, tier, p.high_watermark));
+  if (in_range && p.low_watermark > p.high_watermark) {
+    checks.Add(Invalid(fmt::format("{}.low_watermark: {} is above {}.high_watermark ({})", tier,
+                                   p.low_watermark, tier, p.high_watermark)));
   }
   EvictionConfig eviction = p.eviction;
   eviction.capacity_blocks = 1;  // set by the tier manager from the tier's slots
-  KVTIER_RETURN_IF_ERROR(Prefixed(tier, eviction.Validate()));
+  checks.AddPrefixed(tier, eviction.Validate());
   AdmissionConfig admission = p.admission;
   if (admission.window_blocks == 0) admission.window_blocks = 1;  // 0: the tier's capacity
-  return Prefixed(tier, admission.Validate());
+  checks.AddPrefixed(tier, admission.Validate());
 }
 
 // [t0] when enabled: DeviceTierOptions' own checks (slot size from t1) and its policy. Whether
 // this build can drive a GPU, and whether one is there, start-up finds (the T0 tier says which):
 // --check-config of a GPU host's file works on any machine.
-absl::Status ValidateT0(const DaemonConfig& c) {
-  if (!c.t0_enabled) return absl::OkStatus();
+void ValidateT0(const DaemonConfig& c, Checks& checks) {
+  if (!c.t0_enabled) return;
   DeviceTierOptions t0 = *c.tiers.t0;
   t0.slot_bytes = c.tiers.t1.slot_bytes;
-  KVTIER_RETURN_IF_ERROR(t0.Validate());
-  return ValidatePolicy("t0", c.tiers.t0_policy);
+  checks.Add(t0.Validate());
+  ValidatePolicy("t0", c.tiers.t0_policy, checks);
 }
 
 // What NvmeTierOptions::Validate checks without looking at the disk, named by this file's keys.
-absl::Status ValidateT2(const DaemonConfig& c) {
+void ValidateT2(const DaemonConfig& c, Checks& checks) {
   const NvmeTierOptions& t2 = *c.tiers.t2;
   const uint32_t slot = c.tiers.t1.slot_bytes;
   if (slot > kMaxT2SlotBytes) {
-    return Invalid(fmt::format("t1.slot_bytes: {} is more than 1GiB, the largest T2 slot", slot));
+    checks.Add(
+        Invalid(fmt::format("t1.slot_bytes: {} is more than 1GiB, the largest T2 slot", slot)));
   }
-  if (t2.capacity_bytes == 0 || slot == 0 || t2.capacity_bytes % slot != 0) {
-    return Invalid(
-        fmt::format("t2.capacity_bytes: {} is not a positive multiple of "
-                    "t1.slot_bytes ({})",
-                    t2.capacity_bytes, slot));
+  if (t2.capacity_bytes == 0 || (slot != 0 && t2.capacity_bytes % slot != 0)) {
+    checks.Add(
+        Invalid(fmt::format("t2.capacity_bytes: {} is not a positive multiple of "
+                            "t1.slot_bytes ({})",
+                            t2.capacity_bytes, slot)));
   }
   if (t2.queue_depth == 0 || t2.queue_depth > 4096) {
-    return Invalid(fmt::format("t2.queue_depth: {} is not in [1, 4096]", t2.queue_depth));
+    checks.Add(Invalid(fmt::format("t2.queue_depth: {} is not in [1, 4096]", t2.queue_depth)));
+  }
+  if (t2.verify_threads > 64) {
+    checks.Add(Invalid(fmt::format("t2.verify_threads: {} is not in [0, 64]", t2.verify_threads)));
   }
   if (c.tiers.max_demotions_in_flight == 0) {
-    return Invalid("t2.max_demotions_in_flight: must be > 0");
+    checks.Add(Invalid("t2.max_demotions_in_flight: must be > 0"));
   }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -170,14 +202,17 @@ std::string DaemonConfig::SocketPath() const {
 }
 
 absl::Status ValidateConfig(const DaemonConfig& c) {
-  KVTIER_RETURN_IF_ERROR(ValidateDaemon(c));
-  KVTIER_RETURN_IF_ERROR(ValidateIndex(c.tiers.index));
-  KVTIER_RETURN_IF_ERROR(c.tiers.t1.Validate());
-  KVTIER_RETURN_IF_ERROR(ValidatePolicy("t1", c.tiers.t1_policy));
-  KVTIER_RETURN_IF_ERROR(ValidateT0(c));
-  if (!c.t2_enabled) return absl::OkStatus();
-  KVTIER_RETURN_IF_ERROR(ValidateT2(c));
-  return ValidatePolicy("t2", c.tiers.t2_policy);
+  Checks checks;
+  ValidateDaemon(c, checks);
+  ValidateIndex(c.tiers.index, checks);
+  checks.Add(c.tiers.t1.Validate());
+  ValidatePolicy("t1", c.tiers.t1_policy, checks);
+  ValidateT0(c, checks);
+  if (c.t2_enabled) {
+    ValidateT2(c, checks);
+    ValidatePolicy("t2", c.tiers.t2_policy, checks);
+  }
+  return checks.Result();
 }
 
 }  // namespace kvtier

@@ -103,20 +103,25 @@ struct ConfigOverride {
 };
 
 // Reads `path` (empty: no file, defaults only), applies `overrides` in order, resolves user and
-// group names, and validates everything that needs no file system. InvalidArgument naming the
-// place and key; every problem of the file is reported, one per line.
+// group names, and validates everything that needs no file system. InvalidArgument with every
+// problem found, one per line, each naming the place (path:line or the flag) and the key: the
+// file's in line order, then the flags'. A path that is not a readable regular file (a directory,
+// a FIFO, ...) or is not TOML is the one problem reported. When there are problems, the directory
+// checks of PrepareDirectories that need nothing created are run and reported with them.
 absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path,
                                         const std::vector<ConfigOverride>& overrides);
 
-// The checks that need no file system (LoadConfig runs them); exposed for tests.
+// The checks that need no file system (LoadConfig runs them); every problem, one per line, each
+// starting with its key. Exposed for tests.
 absl::Status ValidateConfig(const DaemonConfig& config);
 
 // Creates daemon.data_directory and the T2 directories inside it (mode 0750) when missing, then
-// runs the checks that look at the file system (T2 directories exist and are writable). Errors
-// are prefixed with where the key was set.
+// runs the checks that look at the file system (T2 directories exist and are writable). Every
+// problem, one per line, prefixed with where its key was set.
 absl::Status PrepareDirectories(const DaemonConfig& config);
 
-// `status` with "<origin>: " in front when its message starts with a key set in config.origins.
+// `status` with "<origin>: " in front of each line that starts with a key set in config.origins
+// (or, for a key left at its default, names another key that was set).
 absl::Status LocateError(const DaemonConfig& config, const absl::Status& status);
 
 // The effective configuration as a commented TOML file (configs/default.toml is this for

@@ -20,28 +20,33 @@ bool IsDecimal(const std::string& s) {
   return !s.empty() && s.size() <= 10 && s.find_first_not_of("0123456789") == s.npos;
 }
 
-// Numeric text as an id, else `lookup(name)`; an error names `key[i]`.
+// Numeric text as an id, else `lookup(name)`; each entry that resolves to nothing is a line of the
+// error, naming `key[i]`.
 template <typename Id, typename Lookup>
 absl::Status Resolve(const std::string& key, const std::vector<std::string>& names,
                      const char* what, Lookup lookup, std::vector<Id>* ids) {
   ids->clear();
+  std::vector<std::string> problems;
   for (size_t i = 0; i < names.size(); ++i) {
     if (IsDecimal(names[i])) {
       const unsigned long id = std::stoul(names[i]);
       if (id > UINT32_MAX - 1) {
-        return absl::InvalidArgumentError(fmt::format("{}[{}]: {} is not an id", key, i, id));
+        problems.push_back(fmt::format("{}[{}]: {} is not an id", key, i, id));
+        continue;
       }
       ids->push_back(static_cast<Id>(id));
       continue;
     }
     const std::optional<Id> id = lookup(names[i]);
     if (!id) {
-      return absl::InvalidArgumentError(
+      problems.push_back(
           fmt::format("{}[{}]: no {} named '{}' on this system", key, i, what, names[i]));
+      continue;
     }
     ids->push_back(*id);
   }
-  return absl::OkStatus();
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format("{}", fmt::join(problems, "\n")));
 }
 
 std::optional<uid_t> LookupUser(const std::string& name) {
@@ -77,28 +82,53 @@ absl::Status MakeDirectory(const std::string& key, const std::string& path) {
 namespace config {
 
 absl::Status ResolveIds(DaemonConfig* c) {
-  KVTIER_RETURN_IF_ERROR(Resolve("daemon.allowed_users", c->daemon.allowed_users, "user",
-                                 LookupUser, &c->daemon.allowed_uids));
-  return Resolve("daemon.allowed_groups", c->daemon.allowed_groups, "group", LookupGroup,
-                 &c->daemon.allowed_gids);
+  const absl::Status users = Resolve("daemon.allowed_users", c->daemon.allowed_users, "user",
+                                     LookupUser, &c->daemon.allowed_uids);
+  const absl::Status groups = Resolve("daemon.allowed_groups", c->daemon.allowed_groups, "group",
+                                      LookupGroup, &c->daemon.allowed_gids);
+  if (users.ok() || groups.ok()) return users.ok() ? groups : users;
+  return absl::InvalidArgumentError(
+      fmt::format("{}\n{}", std::string(users.message()), std::string(groups.message())));
+}
+
+absl::Status CheckDirectories(const DaemonConfig& c) {
+  if (!c.t2_enabled) return absl::OkStatus();
+  const std::string& data = c.daemon.data_directory;
+  const NvmeTierOptions t2 = *c.ManagerOptions().t2;
+  std::vector<std::string> problems;
+  auto check = [&](const std::string& setting, const std::string& dir) {
+    if (Inside(dir, data) && !std::filesystem::exists(dir)) return;  // made at start
+    if (absl::Status s = CheckT2Directory(setting, dir); !s.ok())
+      problems.emplace_back(s.message());
+  };
+  for (size_t i = 0; i < t2.directories.size(); ++i) {
+    check(fmt::format("t2.directories[{}]", i), t2.directories[i]);
+  }
+  if (!t2.metadata_directory.empty()) {
+    check("t2.metadata_directory (parent)", MetadataParent(t2.metadata_directory));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format("{}", fmt::join(problems, "\n")));
 }
 
 }  // namespace config
 
 absl::Status PrepareDirectories(const DaemonConfig& c) {
   const std::string& data = c.daemon.data_directory;
+  config::Problems problems("");
   if (!std::filesystem::is_directory(data)) {
+    // Without it nothing inside it can be made either: that one problem says it all.
     KVTIER_RETURN_IF_ERROR(LocateError(c, MakeDirectory("daemon.data_directory", data)));
   }
-  if (!c.t2_enabled) return absl::OkStatus();
+  if (!c.t2_enabled) return problems.Result();
   const std::vector<std::string> dirs = c.ManagerOptions().t2->directories;
   for (size_t i = 0; i < dirs.size(); ++i) {
     if (Inside(dirs[i], data) && !std::filesystem::exists(dirs[i])) {
-      KVTIER_RETURN_IF_ERROR(
-          LocateError(c, MakeDirectory(fmt::format("t2.directories[{}]", i), dirs[i])));
+      problems.AddLocated(c, MakeDirectory(fmt::format("t2.directories[{}]", i), dirs[i]));
     }
   }
-  return LocateError(c, c.ManagerOptions().t2->Validate());
+  problems.AddLocated(c, c.ManagerOptions().t2->Validate());
+  return problems.Result();
 }
 
 }  // namespace kvtier

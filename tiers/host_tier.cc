@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/errno_text.h"
 #include "common/huge_pages.h"
@@ -131,34 +133,35 @@ absl::StatusOr<Segment> CreateSegment(const HostTierOptions& options) {
 }  // namespace
 
 absl::Status HostTierOptions::Validate() const {
-  if (slot_bytes == 0 || slot_bytes % kDirectIoAlign != 0) {
-    return absl::InvalidArgumentError(fmt::format(
+  std::vector<std::string> problems;
+  const bool slot_ok = slot_bytes != 0 && slot_bytes % kDirectIoAlign == 0;
+  if (!slot_ok) {
+    problems.push_back(fmt::format(
         "t1.slot_bytes: {} is not a positive multiple of {} (slots move to NVMe with O_DIRECT)",
         slot_bytes, kDirectIoAlign));
   }
-  if (capacity_bytes == 0) return absl::InvalidArgumentError("t1.capacity_bytes: must be > 0");
-  if (capacity_bytes % slot_bytes != 0) {
-    return absl::InvalidArgumentError(
-        fmt::format("t1.capacity_bytes: {} is not a multiple of t1.slot_bytes ({})", capacity_bytes,
-                    slot_bytes));
-  }
-  if (capacity_bytes / slot_bytes >= kNoSlot) {
-    return absl::InvalidArgumentError(fmt::format(
+  if (capacity_bytes == 0) {
+    problems.push_back("t1.capacity_bytes: must be > 0");
+  } else if (slot_ok && capacity_bytes % slot_bytes != 0) {
+    problems.push_back(fmt::format("t1.capacity_bytes: {} is not a multiple of t1.slot_bytes ({})",
+                                   capacity_bytes, slot_bytes));
+  } else if (slot_ok && capacity_bytes / slot_bytes >= kNoSlot) {
+    problems.push_back(fmt::format(
         "t1.capacity_bytes: {} makes {} slots of t1.slot_bytes ({}); a tier addresses at most {}",
         capacity_bytes, capacity_bytes / slot_bytes, slot_bytes, kNoSlot - 1));
   }
   if (huge_pages == HugePages::kOn && capacity_bytes % kHugePageBytes != 0) {
-    return absl::InvalidArgumentError(fmt::format(
+    problems.push_back(fmt::format(
         "t1.capacity_bytes: {} is not a multiple of 2 MiB, which t1.huge_pages = on needs",
         capacity_bytes));
   }
-  if (dma_chunk_bytes == 0 || dma_chunk_bytes % slot_bytes != 0) {
-    return absl::InvalidArgumentError(
+  if (dma_chunk_bytes == 0 || (slot_ok && dma_chunk_bytes % slot_bytes != 0)) {
+    problems.push_back(
         fmt::format("t1.dma_chunk_bytes: {} is not a positive multiple of t1.slot_bytes ({})",
                     dma_chunk_bytes, slot_bytes));
   }
   if (touch_threads > kMaxTouchThreads) {
-    return absl::InvalidArgumentError(
+    problems.push_back(
         fmt::format("t1.touch_threads: {} is more than {} (0 means one per hardware thread)",
                     touch_threads, kMaxTouchThreads));
   }
@@ -166,10 +169,11 @@ absl::Status HostTierOptions::Validate() const {
     return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
   });
   if (bad != numa_pci_bus_id.end()) {
-    return absl::InvalidArgumentError(fmt::format(
+    problems.push_back(fmt::format(
         "t1.numa_pci_bus_id: \"{}\" is not a PCI bus id like 0000:3b:00.0", numa_pci_bus_id));
   }
-  return absl::OkStatus();
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format("{}", fmt::join(problems, "\n")));
 }
 
 HostTier::HostTier(int fd, std::byte* base, size_t size, uint32_t slot_bytes)

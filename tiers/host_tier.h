@@ -35,7 +35,8 @@ enum class HugePages {
   kOff,   // normal pages (still asks for transparent huge pages)
 };
 
-// The [t1] section of the config. Validate() is called by Create; errors name the setting.
+// The [t1] section of the config. Validate() is called by Create; its error has every problem,
+// one per line, each naming the setting.
 struct HostTierOptions {
   uint64_t capacity_bytes = uint64_t{1} << 30;  // the segment's size
   // One block's payload at most. A multiple of 4096 so T2 can move slots with O_DIRECT.

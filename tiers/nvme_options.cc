@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace kvtier {
 namespace {
@@ -15,8 +17,27 @@ namespace {
 constexpr uint64_t kAlign = 4096;
 constexpr uint64_t kMaxSlotBytes = uint64_t{1} << 30;
 
-// OK if `path` is an existing directory this process may create files in.
-absl::Status CheckDirectory(const std::string& setting, const std::string& path) {
+// The problems of one Validate, one a line; the status code is the first problem's.
+class Problems {
+ public:
+  void Add(const absl::Status& status) {
+    if (status.ok()) return;
+    if (lines_.empty()) code_ = status.code();
+    lines_.emplace_back(status.message());
+  }
+  absl::Status Result() const {
+    if (lines_.empty()) return absl::OkStatus();
+    return absl::Status(code_, fmt::format("{}", fmt::join(lines_, "\n")));
+  }
+
+ private:
+  absl::StatusCode code_ = absl::StatusCode::kOk;
+  std::vector<std::string> lines_;
+};
+
+}  // namespace
+
+absl::Status CheckT2Directory(const std::string& setting, const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
@@ -36,6 +57,8 @@ absl::Status CheckDirectory(const std::string& setting, const std::string& path)
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 absl::Status ValidateSizes(const NvmeTierOptions& o) {
   if (o.slot_bytes == 0 || o.slot_bytes % kAlign != 0 || o.slot_bytes > kMaxSlotBytes) {
@@ -77,27 +100,32 @@ std::string NvmeTierOptions::MetadataDirectory() const {
 }
 
 absl::Status NvmeTierOptions::Validate() const {
+  Problems problems;
   if (directories.empty()) {
-    return absl::InvalidArgumentError("t2.directories: at least one directory is needed");
+    problems.Add(absl::InvalidArgumentError("t2.directories: at least one directory is needed"));
   }
   for (size_t i = 0; i < directories.size(); ++i) {
-    KVTIER_RETURN_IF_ERROR(CheckDirectory(fmt::format("t2.directories[{}]", i), directories[i]));
+    problems.Add(CheckT2Directory(fmt::format("t2.directories[{}]", i), directories[i]));
   }
-  KVTIER_RETURN_IF_ERROR(ValidateSizes(*this));
+  problems.Add(ValidateSizes(*this));
   for (size_t i = 0; i < registered_ranges.size(); ++i) {
     const RegisteredRange& r = registered_ranges[i];
     if (r.base == nullptr || r.bytes == 0) {
-      return absl::InvalidArgumentError(fmt::format(
-          "t2.registered_ranges[{}]: empty range (base {}, {} bytes)", i, r.base, r.bytes));
+      problems.Add(absl::InvalidArgumentError(fmt::format(
+          "t2.registered_ranges[{}]: empty range (base {}, {} bytes)", i, r.base, r.bytes)));
     }
   }
   if (!metadata_directory.empty()) {
-    const size_t cut = metadata_directory.find_last_of('/');
-    const std::string parent = cut == std::string::npos ? "." : metadata_directory.substr(0, cut);
-    KVTIER_RETURN_IF_ERROR(
-        CheckDirectory("t2.metadata_directory (parent)", parent.empty() ? "/" : parent));
+    problems.Add(
+        CheckT2Directory("t2.metadata_directory (parent)", MetadataParent(metadata_directory)));
   }
-  return absl::OkStatus();
+  return problems.Result();
+}
+
+std::string MetadataParent(const std::string& metadata_directory) {
+  const size_t cut = metadata_directory.find_last_of('/');
+  if (cut == std::string::npos) return ".";
+  return cut == 0 ? "/" : metadata_directory.substr(0, cut);
 }
 
 }  // namespace kvtier

@@ -54,8 +54,9 @@ struct NvmeTierOptions {
   // rewrites one metadata entry; on success admission resumes. 0 probes on every Allocate.
   uint32_t admission_probe_interval_ms = 5000;
 
-  // OK, or InvalidArgument / PermissionDenied / NotFound naming the setting, e.g.
-  // "t2.directories[1]: /data/x does not exist".
+  // OK, or every problem, one per line, each naming its setting, e.g.
+  // "t2.directories[1]: /data/x does not exist"; the code is the first problem's
+  // (InvalidArgument, PermissionDenied or NotFound).
   absl::Status Validate() const;
   // The metadata directory after applying the default above.
   std::string MetadataDirectory() const;
@@ -63,5 +64,11 @@ struct NvmeTierOptions {
   // verify_threads after applying the default above.
   uint32_t VerifyThreads() const;
 };
+
+// OK if `path` is an existing directory this process may create files in; else NotFound,
+// PermissionDenied or InvalidArgument, the message starting with `setting`.
+absl::Status CheckT2Directory(const std::string& setting, const std::string& path);
+// The directory t2.metadata_directory is created in ("." for a bare name, "/" at the root).
+std::string MetadataParent(const std::string& metadata_directory);
 
 }  // namespace kvtier

@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "absl/strings/str_split.h"
 #include "tests/daemon/config_test_util.h"
@@ -142,6 +143,70 @@ TEST(ConfigTest, SyntaxErrorsAndMissingFilesNameThePath) {
   const absl::StatusOr<DaemonConfig> missing = LoadConfig(dir.path() + "/none.toml", {});
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(std::string(missing.status().message()), StartsWith(dir.path() + "/none.toml:"));
+}
+
+TEST(ConfigTest, PathsThatAreNotRegularFilesAreRefusedByKind) {
+  TempDir dir;
+  const absl::StatusOr<DaemonConfig> directory = LoadConfig(dir.path(), {});
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.status().message(),
+            dir.path() + ": is a directory; --config takes a readable regular file");
+  const std::string fifo = dir.path() + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const absl::StatusOr<DaemonConfig> pipe = LoadConfig(fifo, {});  // would block reading
+  ASSERT_FALSE(pipe.ok());
+  EXPECT_THAT(std::string(pipe.status().message()), HasSubstr(fifo + ": is a FIFO"));
+}
+
+// docs/configuration.md promises every problem at once: those of reading the values (unknown key,
+// wrong type, bad size, bad choice), of the flags, of names that do not resolve, of the checks of
+// each value and across values, and of the directories.
+TEST(ConfigTest, EveryProblemOfEveryStageIsReportedAtOnceWithFileLineAndKey) {
+  TempDir dir;
+  const std::string file = dir.Write("x.toml",
+                                     "[daemon]\n"                                       // 1
+                                     "allowed_users = [\"no-such-user-kvtier\"]\n"      // 2
+                                     "spin_us = 2000000\n"                              // 3
+                                     "[metrics]\n"                                      // 4
+                                     "listen_address = \"localhost\"\n"                 // 5
+                                     "[index]\n"                                        // 6
+                                     "num_shards = 48\n"                                // 7
+                                     "[t1]\n"                                           // 8
+                                     "capacity = \"8GiB\"\n"                            // 9
+                                     "leaf_first = \"yes\"\n"                           // 10
+                                     "slot_bytes = 1000\n"                              // 11
+                                     "high_watermark = 0.5\n"                           // 12
+                                     "eviction.s3fifo_small_fraction = 1.5\n"           // 13
+                                     "[t2]\n"                                           // 14
+                                     "capacity_bytes = \"8 GB\"\n"                      // 15
+                                     "queue_depth = 0\n"                                // 16
+                                     "directories = [\"/nonexistent-kvtier/nvme0\"]\n"  // 17
+                                     "eviction.policy = \"lfu\"\n");                    // 18
+  const absl::StatusOr<DaemonConfig> config =
+      LoadConfig(file, {{"t1.touch_threads", "-1", "--t1.touch_threads"}});
+  ASSERT_FALSE(config.ok());
+  const std::vector<std::string> lines = absl::StrSplit(config.status().message(), '\n');
+  const std::string at = file + ":";
+  const std::vector<std::string> expected = {
+      at + "2: daemon.allowed_users[0]: no user named 'no-such-user-kvtier'",
+      at + "3: daemon.spin_us: 2000000 is more than 1000000",
+      at + "5: metrics.listen_address: 'localhost' is not host:port",
+      at + "7: index.num_shards: 48 is not a power of two",
+      at + "9: t1.capacity: unknown key in [t1]",
+      at + "10: t1.leaf_first: expected true or false",
+      at + "11: t1.slot_bytes: 1000 is not a positive multiple of 4096",
+      at + "12: t1.low_watermark: 0.9 is above t1.high_watermark (0.5)",
+      at + "13: t1.eviction.s3fifo_small_fraction: must be in (0, 1)",
+      at + "15: t2.capacity_bytes: '8 GB' is not a size",
+      at + "16: t2.queue_depth: 0 is not in [1, 4096]",
+      at + "17: t2.directories[0]: /nonexistent-kvtier/nvme0 does not exist",
+      at + "18: t2.eviction.policy: 'lfu' is not one of",
+      "--t1.touch_threads: t1.touch_threads: -1 is not in [0, ",
+  };
+  ASSERT_EQ(lines.size(), expected.size()) << config.status().message();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_THAT(lines[i], StartsWith(expected[i])) << config.status().message();
+  }
 }
 
 TEST(ConfigTest, UsersAndGroupsResolveByNameOrId) {

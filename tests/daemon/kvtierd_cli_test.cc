@@ -125,5 +125,19 @@ TEST(KvtierdCliTest, CheckConfigRefusesABrokenConfigWithExitTwo) {
               HasSubstr("--t2.directories: t2.directories[0]: /nonexistent-kvtier does not exist"));
 }
 
+// A directory given as the config file used to read as an empty file: the daemon started on the
+// defaults and made a 4 GiB T2 file under ./kvtier-data. It is refused, named, and nothing is made.
+TEST(KvtierdCliTest, ConfigThatIsADirectoryIsRefusedAndNothingIsCreated) {
+  TempDir cwd;
+  std::filesystem::create_directories(cwd.path() + "/conf.d");
+  std::string err;
+  EXPECT_EQ(RunKvtierd(cwd, "--config conf.d", &err), 2);
+  EXPECT_THAT(err, HasSubstr("kvtierd: conf.d: is a directory; --config takes a readable "
+                             "regular file"));
+  EXPECT_FALSE(std::filesystem::exists(cwd.path() + "/kvtier-data"));
+  EXPECT_EQ(RunKvtierd(cwd, "--check-config --config /dev/null", &err), 2);
+  EXPECT_THAT(err, HasSubstr("/dev/null: is a character device"));
+}
+
 }  // namespace
 }  // namespace kvtier
