@@ -9,6 +9,8 @@
 //   auto|dma|kernel]
 //
 // The processes are forked before either touches the GPU (a CUDA context does not survive fork).
+// Every run stores fresh keys (a cache salt unique to the run), and a put that finds any block
+// already present is refused: a put that copies nothing would print an impossible bandwidth.
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +34,7 @@ constexpr uint32_t kLayers = 32, kHeads = 8, kHeadDim = 128, kElem = 2, kBlockTo
 
 struct Options {
   std::string socket;
+  std::string run_salt;  // the namespace's cache salt: fresh keys for every run
   uint32_t tokens = 8192;
   std::string path = "auto";
 };
@@ -73,6 +76,7 @@ std::unique_ptr<client::Client> Connect(const Options& o, const char* name) {
   co.client_name = name;
   co.ns.model_id = "llama-3-8b-bench";
   co.ns.block_tokens = kBlockTokens;
+  co.ns.cache_salt = o.run_salt;
   auto c = client::Client::Connect(co);
   Check(c.status(), "connect");
   return std::move(*c);
@@ -106,7 +110,7 @@ double RunPut(const Options& o) {
   Check(stream->Synchronize(), "fill sync");
   auto client = Connect(o, "loop-put");
   auto gpu = Gpu(client.get(), o);
-  const std::vector<BlockKey> keys = client->KeysFor(Tokens(o));
+  const std::vector<BlockKey> keys = client->KeysFor(Tokens(o)).value();
   std::vector<int32_t> ids(blocks);
   std::iota(ids.begin(), ids.end(), 0);
   const double t0 = Now();
@@ -115,10 +119,16 @@ double RunPut(const Options& o) {
   auto codes = t->Wait();
   const double secs = Now() - t0;
   Check(codes.status(), "put wait");
+  if (codes->size() != keys.size())
+    Die(fmt::format("put: {} outcomes for {} blocks", codes->size(), keys.size()));
   for (size_t i = 0; i < codes->size(); ++i) {
-    if ((*codes)[i] != protocol::BlockCode::kOk &&
-        (*codes)[i] != protocol::BlockCode::kAlreadyPresent) {
-      Die(fmt::format("put: block {} got code {}", i, static_cast<int>((*codes)[i])));
+    // Only a copied block counts: ALREADY_PRESENT (or anything else) means the figure would
+    // time less than the bytes it claims, so the run is refused rather than printed.
+    if ((*codes)[i] != protocol::BlockCode::kOk) {
+      Die(
+          fmt::format("put: block {} got code {}, not OK: the bandwidth would count bytes that "
+                      "were never copied; refusing to print it",
+                      i, static_cast<int>((*codes)[i])));
     }
   }
   return secs;
@@ -159,7 +169,7 @@ int RunGet(const Options& o, double put_secs) {
   Check(stream->Synchronize(), "zero sync");
   auto client = Connect(o, "loop-get");
   auto gpu = Gpu(client.get(), o);
-  const std::vector<BlockKey> keys = client->KeysFor(Tokens(o));
+  const std::vector<BlockKey> keys = client->KeysFor(Tokens(o)).value();
   std::vector<int32_t> ids(blocks);
   std::iota(ids.begin(), ids.end(), 0);
   const double t0 = Now();
@@ -183,6 +193,12 @@ int RunGet(const Options& o, double put_secs) {
   const double bytes = static_cast<double>(cache.layout.payload_bytes()) * blocks;
   double h2d = 0, d2h = 0;
   Ceilings(size_t{1} << 30, &h2d, &d2h);
+  // A figure above its ceiling means bytes were counted that never moved: say so, print nothing.
+  if (bytes / put_secs / 1e9 > 1.1 * d2h || bytes / get_secs / 1e9 > 1.1 * h2d)
+    Die(
+        fmt::format("put {:.1f} GB/s or get {:.1f} GB/s exceeds its ceiling ({:.1f} / {:.1f}) "
+                    "by over 10%: the run is wrong, not fast",
+                    bytes / put_secs / 1e9, bytes / get_secs / 1e9, d2h, h2d));
   std::printf("%u tokens, %u blocks of %.1f MiB, %.2f GiB; path %s; every byte checked\n\n",
               o.tokens, blocks, cache.layout.payload_bytes() / 1048576.0, bytes / (1 << 30),
               o.path.c_str());
@@ -212,6 +228,9 @@ Options Parse(int argc, char** argv) {
       Die("usage: kvtier_gpu_loop_bench --socket PATH [--tokens N] [--path auto|dma|kernel]");
   }
   if (o.socket.empty() || o.tokens < kBlockTokens) Die("--socket is required; --tokens >= 16");
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  o.run_salt = fmt::format("gpu-loop-bench-{}-{}", ::getpid(),
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
   return o;
 }
 
