@@ -49,6 +49,18 @@ __constant__ uint8_t kSecret[kSecretSize] = {
     0x45, 0xcb, 0x3a, 0x8f, 0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
 };
 
+// The same secret as little-endian 64-bit words: the long loop reads it only at multiples of 8.
+__constant__ uint64_t kSecretWords[kSecretSize / 8] = {
+    0xbe4ba423396cfeb8ull, 0x1cad21f72c81017cull, 0xdb979083e96dd4deull,
+    0x1f67b3b7a4a44072ull, 0x78e5c0cc4ee679cbull, 0x2172ffcc7dd05a82ull,
+    0x8e2443f7744608b8ull, 0x4c263a81e69035e0ull, 0xcb00c391bb52283cull,
+    0xa32e531b8b65d088ull, 0x4ef90da297486471ull, 0xd8acdea946ef1938ull,
+    0x3f349ce33f76faa8ull, 0x1d4f0bc7c7bbdcf9ull, 0x3159b4cd4be0518aull,
+    0x647378d9c97e9fc8ull, 0xc3ebd33483acc5eaull, 0xeb6313faffa081c5ull,
+    0x49daf0b751dd0d17ull, 0x9e68d429265516d3ull, 0xfca1477d58be162bull,
+    0xce31d07ad1b8f88full, 0x280416958f3acb45ull, 0x7e404bbbcafbd7afull,
+};
+
 __device__ __forceinline__ uint64_t SecretLE64(uint32_t at) {
   uint64_t v = 0;
 #pragma unroll
@@ -99,6 +111,15 @@ struct ContiguousSource {
     uint64_t v = 0;
     for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
     return v;
+  }
+  __device__ uint8_t Load8(uint32_t off) const { return base[off]; }
+};
+
+// A contiguous payload at an 8-byte aligned address.
+struct AlignedSource {
+  const unsigned char* base;
+  __device__ uint64_t Load64(uint32_t off) const {  // off % 8 == 0
+    return *reinterpret_cast<const uint64_t*>(base + off);
   }
   __device__ uint8_t Load8(uint32_t off) const { return base[off]; }
 };
@@ -212,42 +233,48 @@ __device__ __forceinline__ uint64_t InitAcc(uint32_t lane) {  // XXH3_INIT_ACC
 }
 
 // What `stripes` stripes from byte `at` add to accumulator `lane` (XXH3_accumulate_512, summed).
+// `sw` is kSecretWords copied to shared memory (lanes read different words: constant memory would
+// serialise them).
 template <class S>
-__device__ uint64_t StripesAdd(const S& s, uint32_t at, uint32_t stripes, uint32_t lane) {
+__device__ uint64_t StripesAdd(const S& s, uint32_t at, uint32_t stripes, uint32_t lane,
+                               const uint64_t* sw) {
   uint64_t add = 0;
   for (uint32_t st = 0; st < stripes; ++st) {
     const uint32_t off = at + st * kStripeLen;
     const uint64_t mine = Unaligned64(s, off + 8 * lane);
-    add += Unaligned64(s, off + 8 * (lane ^ 1)) + Mul32To64(mine ^ SecretLE64(8 * (st + lane)));
+    add += Unaligned64(s, off + 8 * (lane ^ 1)) + Mul32To64(mine ^ sw[st + lane]);
   }
   return add;
 }
 
-__device__ __forceinline__ uint64_t Scramble(uint64_t acc, uint32_t lane) {
+// `key` is the lane's scramble secret, kSecretWords[(kSecretSize - kStripeLen) / 8 + lane].
+__device__ __forceinline__ uint64_t Scramble(uint64_t acc, uint64_t key) {
   acc ^= acc >> 47;
-  acc ^= SecretLE64(kSecretSize - kStripeLen + 8 * lane);
+  acc ^= key;
   return acc * kPrime32_1;
 }
 
 // XXH3's long loop over one item by the whole thread block. Thread 0 gets the hash.
 template <class S>
-__device__ uint64_t HashLong(const S& s, uint32_t len, uint64_t* sums, uint64_t* accs) {
+__device__ uint64_t HashLong(const S& s, uint32_t len, uint64_t* sums, uint64_t* accs,
+                            const uint64_t* sw) {
   const uint32_t tid = threadIdx.x, lane = tid % 8, group = tid / 8, groups = blockDim.x / 8;
   const uint32_t blocks = (len - 1) / kBlockLen;
   uint64_t acc = InitAcc(lane);  // the running value, in threads 0-7
+  const uint64_t scramble_key = sw[(kSecretSize - kStripeLen) / 8 + lane];
   for (uint32_t b0 = 0; b0 < blocks; b0 += groups) {
     const uint32_t b = b0 + group;
-    sums[tid] = b < blocks ? StripesAdd(s, b * kBlockLen, kStripesPerBlock, lane) : 0;
+    sums[tid] = b < blocks ? StripesAdd(s, b * kBlockLen, kStripesPerBlock, lane, sw) : 0;
     __syncthreads();
     if (tid < 8) {
       const uint32_t n = min(groups, blocks - b0);
-      for (uint32_t k = 0; k < n; ++k) acc = Scramble(acc + sums[8 * k + tid], tid);
+      for (uint32_t k = 0; k < n; ++k) acc = Scramble(acc + sums[8 * k + tid], scramble_key);
     }
     __syncthreads();
   }
   if (tid < 8) {
     const uint32_t done = blocks * kBlockLen;
-    acc += StripesAdd(s, done, (len - 1 - done) / kStripeLen, tid);
+    acc += StripesAdd(s, done, (len - 1 - done) / kStripeLen, tid, sw);
     const uint32_t last = len - kStripeLen;  // the last stripe, with the secret 7 bytes back
     const uint64_t mine = Unaligned64(s, last + 8 * tid);
     acc += Unaligned64(s, last + 8 * (tid ^ 1)) +
@@ -269,25 +296,34 @@ __device__ uint64_t HashLong(const S& s, uint32_t len, uint64_t* sums, uint64_t*
 }
 
 template <class S>
-__device__ void HashItem(const S& s, uint32_t len, uint64_t* out, uint64_t* sums, uint64_t* accs) {
+__device__ void HashItem(const S& s, uint32_t len, uint64_t* out, uint64_t* sums, uint64_t* accs,
+                         const uint64_t* sw) {
   if (len <= kMidSizeMax) {
     if (threadIdx.x == 0) *out = HashShort(s, len);
     return;
   }
-  const uint64_t h = HashLong(s, len, sums, accs);
+  const uint64_t h = HashLong(s, len, sums, accs, sw);
   if (threadIdx.x == 0) *out = h;
 }
 
 __global__ void ChecksumKernel(ChecksumParams p) {
   __shared__ uint64_t sums[kMaxThreads];
   __shared__ uint64_t accs[8];
+  __shared__ uint64_t sw[kSecretSize / 8];
+  for (uint32_t i = threadIdx.x; i < kSecretSize / 8; i += blockDim.x) sw[i] = kSecretWords[i];
+  __syncthreads();
   for (uint32_t item = blockIdx.x; item < p.count; item += gridDim.x) {
     if (p.layer_bases == nullptr) {
-      const ContiguousSource s{reinterpret_cast<const unsigned char*>(p.items[2 * item])};
-      HashItem(s, static_cast<uint32_t>(p.items[2 * item + 1]), &p.out[item], sums, accs);
+      const auto* base = reinterpret_cast<const unsigned char*>(p.items[2 * item]);
+      const auto len = static_cast<uint32_t>(p.items[2 * item + 1]);
+      if (reinterpret_cast<uintptr_t>(base) % 8 == 0) {
+        HashItem(AlignedSource{base}, len, &p.out[item], sums, accs, sw);
+      } else {
+        HashItem(ContiguousSource{base}, len, &p.out[item], sums, accs, sw);
+      }
     } else {
       const PagedSource s{p, static_cast<int64_t>(p.items[item])};
-      HashItem(s, p.payload_bytes, &p.out[item], sums, accs);
+      HashItem(s, p.payload_bytes, &p.out[item], sums, accs, sw);
     }
   }
 }
