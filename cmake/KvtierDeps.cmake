@@ -16,6 +16,8 @@ pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 pkg_check_modules(ROCKSDB REQUIRED IMPORTED_TARGET rocksdb)  # the shared library; RocksDBConfig.cmake names only the static one
 find_package(Boost 1.74 REQUIRED)  # Boost.Asio (header-only) for the daemon's control socket
 find_package(prometheus-cpp CONFIG REQUIRED)  # prometheus-cpp::core (registry, text format), ::pull (HTTP exposer)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)  # the tokenizer's pre-tokenizer regexes
+find_package(ICU REQUIRED COMPONENTS uc)  # the tokenizer's NFC normalizer
 find_package(Threads REQUIRED)
 if(KVTIER_BUILD_TESTS)
   find_package(GTest REQUIRED)

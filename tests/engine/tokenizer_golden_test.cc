@@ -1,0 +1,99 @@
+// The engine's tokenizer against Hugging Face `tokenizers` 0.23 on the real Qwen3, Qwen2.5,
+// Llama 3.1 and Mistral Nemo tokenizer.json files: token ids of a corpus with code, emoji, CJK,
+// whitespace runs, Unicode spaces, decomposed accents and special tokens; decoding (including
+// U+FFFD for incomplete characters) and streaming decoding.
+#include <string>
+#include <vector>
+
+#include "engine/stream_decoder.h"
+#include "engine/tokenizer.h"
+#include "engine/utf8.h"
+#include "gtest/gtest.h"
+#include "tests/engine/golden_util.h"
+
+namespace kvtier::engine {
+namespace {
+
+using testing::DataDir;
+using testing::ReadJsonFile;
+
+class TokenizerGoldenTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::HaveTokenizer(GetParam()));
+    auto loaded = Tokenizer::Load(testing::TokenizerDir(GetParam()));
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    tokenizer_ = std::move(loaded).value();
+    corpus_ = ReadJsonFile(DataDir() / "tokenizer_corpus.json").get<std::vector<std::string>>();
+    golden_ = ReadJsonFile(DataDir() / "tokenizer_goldens" / (GetParam() + ".json"));
+    ASSERT_EQ(golden_["encode"].size(), corpus_.size());
+  }
+
+  std::string StreamDecode(const std::vector<TokenId>& ids, bool skip_special) const {
+    StreamDecoder decoder(*tokenizer_, skip_special);
+    std::string text;
+    for (const TokenId id : ids) {
+      const std::string piece = decoder.Push(id);
+      EXPECT_TRUE(IsValidUtf8(piece));
+      text += piece;
+    }
+    return text + decoder.Finish();
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<std::string> corpus_;
+  nlohmann::json golden_;
+};
+
+TEST_P(TokenizerGoldenTest, EncodeMatchesTokenizers) {
+  for (size_t i = 0; i < corpus_.size(); ++i) {
+    auto ids = tokenizer_->Encode(corpus_[i], /*add_special_tokens=*/false);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_EQ(*ids, golden_["encode"][i].get<std::vector<TokenId>>())
+        << GetParam() << " corpus[" << i << "]: " << corpus_[i].substr(0, 80);
+  }
+}
+
+TEST_P(TokenizerGoldenTest, EncodeWithSpecialTokensMatchesTokenizers) {
+  for (const auto& [index, expected] : golden_["encode_special"].items()) {
+    auto ids = tokenizer_->Encode(corpus_[std::stoul(index)], /*add_special_tokens=*/true);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_EQ(*ids, expected.get<std::vector<TokenId>>()) << "corpus[" << index << "]";
+  }
+}
+
+TEST_P(TokenizerGoldenTest, DecodeMatchesTokenizers) {
+  for (size_t i = 0; i < corpus_.size(); ++i) {
+    const auto ids = golden_["encode"][i].get<std::vector<TokenId>>();
+    const std::string key = std::to_string(i);
+    const std::string expected = golden_["decode"].value(key, corpus_[i]);
+    EXPECT_EQ(tokenizer_->Decode(ids), expected) << "corpus[" << i << "]";
+    EXPECT_EQ(StreamDecode(ids, false), expected) << "corpus[" << i << "] streamed";
+    const std::string skipped = golden_["decode_skip_special"].value(key, expected);
+    EXPECT_EQ(tokenizer_->Decode(ids, /*skip_special_tokens=*/true), skipped)
+        << "corpus[" << i << "]";
+    EXPECT_EQ(StreamDecode(ids, true), skipped)
+        << "corpus[" << i << "] streamed, skipping specials";
+  }
+}
+
+// Every prefix of the ids of emoji / CJK text: incomplete characters decode to U+FFFD exactly
+// as in `tokenizers`, and the streaming decoder never emits a character before it is complete.
+TEST_P(TokenizerGoldenTest, PrefixDecodesMatchTokenizers) {
+  for (const auto& [index, decodes] : golden_["prefix_decodes"].items()) {
+    const auto ids = golden_["encode"][std::stoul(index)].get<std::vector<TokenId>>();
+    ASSERT_EQ(decodes.size(), ids.size() + 1);
+    for (size_t k = 0; k <= ids.size(); ++k) {
+      const std::vector<TokenId> prefix(ids.begin(), ids.begin() + k);
+      const std::string expected = decodes[k].get<std::string>();
+      EXPECT_EQ(tokenizer_->Decode(prefix), expected) << "corpus[" << index << "] first " << k;
+      EXPECT_EQ(StreamDecode(prefix, false), expected) << "corpus[" << index << "] first " << k;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RealTokenizers, TokenizerGoldenTest,
+                         ::testing::ValuesIn(testing::kFamilies));
+
+}  // namespace
+}  // namespace kvtier::engine
