@@ -1,4 +1,4 @@
-#include "tools/replay/model_config.h"
+#include "engine/model_config.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,6 +8,10 @@
 
 namespace kvtier::replay {
 namespace {
+
+// `kvtier replay --model` sizes blocks with the engine's parser of config.json.
+using engine::LoadModelShape;
+using engine::ModelShape;
 
 std::string ModelPath(const std::string& name) {
   return KVTIER_SOURCE_DIR "/configs/models/" + name + ".json";
@@ -48,40 +52,54 @@ TEST(ModelConfigTest, ShippedModelsHaveTheirRealKvSizes) {
   }
 }
 
+// A config.json with only the fields the engine needs; `fields` are appended (and override).
+std::string Config(const std::string& fields) {
+  return R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 32, "hidden_size": 256,
+             "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0)" +
+         fields + "}";
+}
+
 TEST(ModelConfigTest, DerivesHeadDimAndKvHeadsLikeHuggingFace) {
-  absl::StatusOr<ModelShape> shape = LoadModelShape(WriteModel(
-      R"({"name": "mha", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256,
-          "torch_dtype": "float32"})"));
+  absl::StatusOr<ModelShape> shape =
+      LoadModelShape(WriteModel(Config(R"(, "torch_dtype": "float32")")));
   ASSERT_TRUE(shape.ok()) << shape.status();
   EXPECT_EQ(shape->kv_heads, 4u);  // no num_key_value_heads: multi-head attention
   EXPECT_EQ(shape->head_dim, 64u);
   EXPECT_EQ(shape->KvBytesPerToken(), 2u * 2 * 4 * 64 * 4);
 }
 
+TEST(ModelConfigTest, ReadsAModelDirectoryAndTransformers5Spelling) {
+  absl::StatusOr<ModelShape> shape =
+      LoadModelShape(KVTIER_SOURCE_DIR "/tests/engine/data/models/qwen3");
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->name, "qwen3");
+  EXPECT_EQ(shape->layers, 2u);
+  EXPECT_EQ(shape->kv_heads, 2u);
+  EXPECT_EQ(shape->head_dim, 32u);    // explicit, not hidden_size / heads
+  EXPECT_EQ(shape->dtype_bytes, 4u);  // "dtype": "float32"
+}
+
 TEST(ModelConfigTest, ErrorsNameTheFileAndTheField) {
   std::string path = WriteModel("");
-  const std::string base = R"("name": "m", "num_hidden_layers": 2, "num_key_value_heads": 2, )";
-  EXPECT_EQ(ErrorOf(R"({"num_hidden_layers": 2})"), path + ": field \"name\" is missing");
-  EXPECT_EQ(ErrorOf(R"({"name": "m", "num_hidden_layers": "32"})"),
+  EXPECT_EQ(ErrorOf(R"({"num_hidden_layers": 2})"), path + ": field \"architectures\" is missing");
+  EXPECT_EQ(ErrorOf(Config(R"(, "num_hidden_layers": "32", "torch_dtype": "bfloat16")")),
             path + ": field \"num_hidden_layers\" must be a positive integer, got \"32\"");
-  EXPECT_EQ(ErrorOf(R"({"name": "m", "num_hidden_layers": 0})"),
+  EXPECT_EQ(ErrorOf(Config(R"(, "num_hidden_layers": 0, "torch_dtype": "bfloat16")")),
             path + ": field \"num_hidden_layers\" must be a positive integer, got 0");
-  EXPECT_EQ(ErrorOf("{" + base + R"("head_dim": 64})"),
-            path + ": field \"torch_dtype\" is missing");
-  EXPECT_EQ(ErrorOf("{" + base + R"("head_dim": 64, "torch_dtype": "int4"})"),
+  EXPECT_EQ(ErrorOf(Config("")),
+            path + ": field \"torch_dtype\" is missing (nor is there \"dtype\")");
+  EXPECT_EQ(ErrorOf(Config(R"(, "torch_dtype": "int4")")),
+            path + ": field \"torch_dtype\" is \"int4\"; expected bfloat16, float16 or float32");
+  EXPECT_EQ(ErrorOf(Config(R"(, "hidden_size": 250, "torch_dtype": "bfloat16")")),
             path +
-                ": field \"torch_dtype\" is \"int4\"; expected bfloat16, float16, float32, "
-                "float8_e4m3fn or float8_e5m2");
-  EXPECT_EQ(ErrorOf("{" + base + R"("torch_dtype": "bfloat16"})"),
-            path +
-                ": field \"head_dim\" is missing, and so is \"hidden_size\" or "
-                "\"num_attention_heads\" to derive it from");
+                ": field \"hidden_size\" 250 is not a multiple of \"num_attention_heads\" 4; "
+                "give \"head_dim\"");
   EXPECT_EQ(
-      ErrorOf("{" + base +
-              R"("num_attention_heads": 3, "head_dim": 8, "torch_dtype": "bfloat16"})"),
-      path + ": field \"num_attention_heads\" 3 is not a multiple of \"num_key_value_heads\" 2");
+      ErrorOf(Config(R"(, "num_key_value_heads": 3, "torch_dtype": "bfloat16")")),
+      path + ": field \"num_attention_heads\" 4 is not a multiple of \"num_key_value_heads\" 3");
   EXPECT_EQ(ErrorOf(R"([1, 2])"), path + ": expected a JSON object");
-  EXPECT_EQ(ErrorOf("{\"name\": \"m\",\n  \"num_hidden_layers\": }")
+  EXPECT_EQ(ErrorOf("{\"architectures\": 1,\n  \"num_hidden_layers\": }")
                 .rfind(path + ": not valid JSON (", 0),
             0u);
 }

@@ -41,8 +41,9 @@ void AddReplayFlags(CLI::App& sub, ReplayFlags* f) {
       ->option_text("SPEC")
       ->allow_extra_args(false);
   sub.add_option("--model", f->model,
-                 "Model shape for KV bytes per block: configs/models/NAME.json")
-      ->option_text("FILE");
+                 "Model shape for KV bytes per block: a Hugging Face config.json "
+                 "(configs/models/NAME.json) or a model directory holding one")
+      ->option_text("PATH");
   sub.add_option("--block-bytes", f->block_bytes, "KV bytes per block (instead of --model)")
       ->option_text("B");
   sub.add_option("--compare", f->compare,

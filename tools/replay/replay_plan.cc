@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "tools/replay/model_config.h"
 
 namespace kvtier::replay {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "common/status.h"
 #include "tools/replay/cost_model.h"
-#include "tools/replay/model_config.h"
+#include "engine/model_config.h"
 #include "tools/replay/replay_args.h"
 #include "tools/replay/sweep.h"
 #include "tools/replay/trace_reader.h"
@@ -20,6 +20,10 @@ class App;  // CLI/CLI.hpp: only the .cc files that build flags include it (it i
 }  // namespace CLI
 
 namespace kvtier::replay {
+
+// The model shape is the engine's (engine/model_config.h): one parser of config.json.
+using engine::LoadModelShape;
+using engine::ModelShape;
 
 // Every flag as the user typed it. Values are strings so that our own parsers report bad ones.
 struct ReplayFlags {
