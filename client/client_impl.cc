@@ -21,7 +21,10 @@ using Clock = std::chrono::steady_clock;
 constexpr int kSleepSliceMs = 50;  // a sleeping client rechecks the socket this often
 constexpr uint32_t kPollsPerClockRead = 64;
 
-absl::StatusOr<protocol::UniqueFd> ConnectTo(const std::string& path) {
+// A stream socket connected to `path`. connect() on a Unix socket whose listen queue is full (a
+// daemon stopped, not dead: nobody accepts) waits for room, for at most SO_SNDTIMEO; the timeout
+// stays set, so a later sendmsg that waits for room is bounded the same way.
+absl::StatusOr<protocol::UniqueFd> ConnectTo(const std::string& path, int timeout_ms) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
@@ -30,7 +33,17 @@ absl::StatusOr<protocol::UniqueFd> ConnectTo(const std::string& path) {
   std::memcpy(addr.sun_path, path.data(), path.size());
   protocol::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return absl::InternalError("socket: " + ErrnoText(errno));
+  const timeval timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout)) != 0) {
+    return absl::InternalError("setsockopt(SO_SNDTIMEO): " + ErrnoText(errno));
+  }
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (errno == EAGAIN) {
+      return absl::DeadlineExceededError(
+          fmt::format("kvtierd at {} did not take the connection within timeout_ms = {} (its "
+                      "listen queue is full: the daemon is stopped or overwhelmed)",
+                      path, timeout_ms));
+    }
     return absl::UnavailableError(
         fmt::format("cannot reach kvtierd at {}: {}", path, ErrnoText(errno)));
   }
@@ -39,13 +52,39 @@ absl::StatusOr<protocol::UniqueFd> ConnectTo(const std::string& path) {
 
 uint32_t Align8(uint32_t x) { return (x + 7) & ~7u; }
 
+// What the daemon would take for a malformed request (and close the connection over) is refused
+// here instead: ops with keys carry 1 to max_batch, the others none.
+absl::Status CheckCount(protocol::Op op, size_t count, uint32_t max_batch) {
+  const bool has_keys = op != protocol::Op::kNop && op != protocol::Op::kStats;
+  if (has_keys ? count != 0 && count <= max_batch : count == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format(
+      "{}: {} keys in one request; it takes {}", protocol::OpName(static_cast<uint8_t>(op)), count,
+      has_keys ? fmt::format("1 to {} (max_batch)", max_batch) : "none"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const ClientOptions& options) {
   KVTIER_RETURN_IF_ERROR(options.ns.Validate());
+  if (options.timeout_ms <= 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("timeout_ms is {}; it must be above 0", options.timeout_ms));
+  }
+  if (options.spin_us < 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("spin_us is {}; it must not be negative", options.spin_us));
+  }
+  // One deadline for the whole handshake, as for a request: a daemon that accepted and then never
+  // answers (stopped with SIGSTOP, wedged) must not hang the engine's start.
+  const protocol::Deadline deadline = Clock::now() + std::chrono::milliseconds(options.timeout_ms);
   std::unique_ptr<Impl> impl(new Impl(options, NamespaceRoot(options.ns)));
-  KVTIER_ASSIGN_OR_RETURN(impl->socket, ConnectTo(options.socket_path));
-  KVTIER_RETURN_IF_ERROR(impl->Handshake());
+  KVTIER_ASSIGN_OR_RETURN(impl->socket, ConnectTo(options.socket_path, options.timeout_ms));
+  if (absl::Status s = impl->Handshake(deadline); !s.ok()) {
+    if (s.code() != absl::StatusCode::kDeadlineExceeded) return s;
+    return absl::DeadlineExceededError(
+        fmt::format("kvtierd at {} did not finish the handshake within timeout_ms = {}: {}",
+                    options.socket_path, options.timeout_ms, std::string(s.message())));
+  }
   return impl;
 }
 
@@ -53,16 +92,17 @@ Client::Impl::~Impl() {
   if (t1 != nullptr) ::munmap(t1, welcome.t1_bytes);
 }
 
-absl::Status Client::Impl::Handshake() {
+absl::Status Client::Impl::Handshake(protocol::Deadline deadline) {
   protocol::Hello hello{options.ns, options.client_name, options.sq_entries, options.cq_entries,
                         options.arena_bytes};
   KVTIER_ASSIGN_OR_RETURN(std::vector<std::byte> frame, protocol::EncodeHello(hello));
   // A daemon that refuses us at accept (SO_PEERCRED) sends its Error and closes at once, so the
   // Hello may fail with EPIPE; the Error is still there to read and says why. A failed send means
   // the peer is gone, so the read below cannot wait.
-  const absl::Status sent = protocol::SendFrame(socket.get(), frame);
+  const absl::Status sent = protocol::SendFrame(socket.get(), frame, {}, deadline);
+  if (sent.code() == absl::StatusCode::kDeadlineExceeded) return sent;
   absl::StatusOr<protocol::ReceivedFrame> received =
-      protocol::RecvFrame(socket.get(), protocol::kWelcomeFdCount);
+      protocol::RecvFrame(socket.get(), protocol::kWelcomeFdCount, deadline);
   if (!sent.ok() && !(received.ok() && received->info.type == protocol::FrameType::kError)) {
     return sent;
   }
@@ -110,19 +150,23 @@ absl::StatusOr<protocol::Completion> Client::Impl::Do(const Call& call, protocol
 
 absl::Status Client::Impl::Submit(const Call& call, uint32_t arena_offset,
                                   protocol::Request* sent) {
+  KVTIER_RETURN_IF_ERROR(CheckCount(call.op, call.count, welcome.max_batch));
+  const protocol::ArenaView arena = region->arena();
+  if (uint64_t{arena_offset} + ArenaBytes(call) > arena.bytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: {} keys do not fit the {}-byte arena from offset {}",
+        protocol::OpName(static_cast<uint8_t>(call.op)), call.count, arena.bytes, arena_offset));
+  }
+  // From here every value fits 32 bits: the count is at most max_batch (<= kMaxBatchKeys) and the
+  // request's ranges end inside the arena (<= kMaxArenaBytes), both checked above.
   protocol::Request& r = *sent;
   r.op = call.op;
-  r.count = call.count;
+  r.count = static_cast<uint32_t>(call.count);
   r.tier = call.tier;
-  const uint32_t arg_bytes = protocol::ArgBytes(call.op, call.count);
+  const uint32_t arg_bytes = protocol::ArgBytes(call.op, r.count);
   r.arg = {arg_bytes == 0 ? 0 : arena_offset, arg_bytes};
-  r.result = {arena_offset + Align8(arg_bytes), protocol::ResultBytes(call.op, call.count)};
+  r.result = {arena_offset + Align8(arg_bytes), protocol::ResultBytes(call.op, r.count)};
   if (r.result.bytes == 0) r.result.offset = 0;  // an empty range has offset 0 (the codec's rule)
-  const protocol::ArenaView arena = region->arena();
-  if (uint64_t{arena_offset} + Align8(arg_bytes) + r.result.bytes > arena.bytes) {
-    return absl::InvalidArgumentError(
-        fmt::format("{} keys do not fit the {}-byte arena", call.count, arena.bytes));
-  }
   r.request_id = next_request_id++;
   if (call.write_args) call.write_args(arena, r.arg);
   std::byte record[protocol::kRecordBytes];
@@ -131,8 +175,9 @@ absl::Status Client::Impl::Submit(const Call& call, uint32_t arena_offset,
 }
 
 uint32_t Client::Impl::ArenaBytes(const Call& call) {
-  return Align8(protocol::ArgBytes(call.op, call.count)) +
-         Align8(protocol::ResultBytes(call.op, call.count));
+  if (call.count > protocol::kMaxBatchKeys) return kNeverFits;
+  const auto count = static_cast<uint32_t>(call.count);  // <= kMaxBatchKeys, checked above
+  return Align8(protocol::ArgBytes(call.op, count)) + Align8(protocol::ResultBytes(call.op, count));
 }
 
 absl::StatusOr<protocol::Completion> Client::Impl::Finish(const protocol::Request& sent) {
@@ -141,7 +186,7 @@ absl::StatusOr<protocol::Completion> Client::Impl::Finish(const protocol::Reques
     absl::Status gone = WhyGone();
     return gone.ok()
                ? absl::InternalError(fmt::format("kvtierd failed request {} ({})", sent.request_id,
-                                                 protocol::OpName(uint8_t(sent.op))))
+                                                 protocol::OpName(static_cast<uint8_t>(sent.op))))
                : gone;
   }
   return done;
@@ -184,7 +229,10 @@ absl::StatusOr<protocol::Completion> Client::Impl::Await(uint64_t request_id) {
 absl::Status Client::Impl::WhyGone() {
   pollfd pfd{socket.get(), POLLIN, 0};
   if (::poll(&pfd, 1, 0) <= 0) return absl::OkStatus();  // still connected
-  absl::StatusOr<protocol::ReceivedFrame> frame = protocol::RecvFrame(socket.get(), 0);
+  // The daemon writes its Error frame whole before it closes; the deadline only guards against
+  // a peer that sent part of one and stopped.
+  absl::StatusOr<protocol::ReceivedFrame> frame = protocol::RecvFrame(
+      socket.get(), 0, Clock::now() + std::chrono::milliseconds(options.timeout_ms));
   if (frame.ok() && frame->info.type == protocol::FrameType::kError) {
     absl::StatusOr<protocol::ErrorFrame> error = protocol::DecodeError(frame->payload);
     if (error.ok())

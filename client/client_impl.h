@@ -1,12 +1,15 @@
 // Internal to the C++ client (kvtier_client.h): the connection and the request/response call.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 
 #include "client/kvtier_client.h"
 #include "client/protocol/event_fd.h"
+#include "client/protocol/fd_passing.h"
 #include "client/protocol/frame_codec.h"
 #include "client/protocol/shm_region.h"
 #include "client/protocol/spsc_ring.h"
@@ -19,7 +22,7 @@ class Client::Impl {
   // What a request carries besides its arguments.
   struct Call {
     protocol::Op op = protocol::Op::kNop;
-    uint32_t count = 0;
+    size_t count = 0;  // keys or items; Submit refuses more than welcome.max_batch
     uint8_t tier = 0;
     // Writes the arguments into the arena at the range given.
     std::function<void(protocol::ArenaView, protocol::ArenaRange)> write_args;
@@ -28,9 +31,9 @@ class Client::Impl {
   // A request whose arguments are `keys` (lookup, get, release, drop); `keys` must outlive the
   // Submit/Do that writes them.
   static Call KeysArgs(protocol::Op op, absl::Span<const BlockKey> keys, uint8_t tier = 0) {
-    return Call{
-        op, static_cast<uint32_t>(keys.size()), tier,
-        [keys](protocol::ArenaView a, protocol::ArenaRange r) { protocol::WriteKeys(a, r, keys); }};
+    return Call{op, keys.size(), tier, [keys](protocol::ArenaView a, protocol::ArenaRange r) {
+                  protocol::WriteKeys(a, r, keys);
+                }};
   }
 
   static absl::StatusOr<std::unique_ptr<Impl>> Connect(const ClientOptions& options);
@@ -45,9 +48,15 @@ class Client::Impl {
   // `arena_offset` (8-aligned) and returns it in `*sent`; Finish waits for its completion.
   // Requests complete in the order they were submitted, so they must be finished in that order,
   // and the arena ranges of requests in flight must not overlap (ArenaBytes says how much each
-  // takes). Precondition: mu held from Submit to the reading of the last result.
+  // takes). Precondition: mu held from Submit to the reading of the last result. Submit refuses
+  // (InvalidArgument, nothing sent, the connection stays usable) what the daemon would take for a
+  // malformed request and close the connection over: a count of 0 for an op with keys, above
+  // welcome.max_batch, or arguments and results that do not fit the arena from `arena_offset`.
   absl::Status Submit(const Call& call, uint32_t arena_offset, protocol::Request* sent);
   absl::StatusOr<protocol::Completion> Finish(const protocol::Request& sent);
+  // Arena bytes the request takes (8-aligned arguments and results); kNeverFits, more than any
+  // arena holds, for a count above kMaxBatchKeys (which Submit refuses anyway).
+  static constexpr uint32_t kNeverFits = UINT32_MAX;
   static uint32_t ArenaBytes(const Call& call);
   std::unique_lock<std::recursive_mutex> Lock() { return std::unique_lock(mu); }
 
@@ -65,7 +74,7 @@ class Client::Impl {
 
  private:
   Impl(const ClientOptions& o, const BlockKey& r) : options(o), root(r) {}
-  absl::Status Handshake();
+  absl::Status Handshake(protocol::Deadline deadline);
   absl::Status MapTier(protocol::UniqueFd fd);
   absl::StatusOr<protocol::Completion> Await(uint64_t request_id);
   absl::Status WhyGone();

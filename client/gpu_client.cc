@@ -20,7 +20,10 @@ constexpr size_t kMaxBatch = 1024;                      // the protocol's items 
 
 BlockCode CodeOf(const BlockResult& r) { return static_cast<BlockCode>(r.code); }
 
-absl::Status CheckShapes(size_t keys, size_t blocks, const PagedKvCache& cache) {
+// Also that one block's payload fits a T1 slot: a larger one would overrun its slot into other
+// blocks (and is cut to 32 bits nowhere: it is refused here, before anything is copied).
+absl::Status CheckShapes(size_t keys, size_t blocks, const PagedKvCache& cache,
+                         uint32_t slot_bytes) {
   if (keys != blocks) {
     return absl::InvalidArgumentError(
         fmt::format("{} keys but {} engine blocks: one engine block per key", keys, blocks));
@@ -29,7 +32,13 @@ absl::Status CheckShapes(size_t keys, size_t blocks, const PagedKvCache& cache) 
     return absl::InvalidArgumentError(
         fmt::format("{} keys in one GPU transfer; at most {}", keys, kMaxBatch));
   }
-  return ValidatePagedKvCache(cache);
+  KVTIER_RETURN_IF_ERROR(ValidatePagedKvCache(cache));
+  if (cache.payload_bytes() > slot_bytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("cache: one block's payload is {} bytes, above kvtierd's slot_bytes {}",
+                    cache.payload_bytes(), slot_bytes));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -206,13 +215,14 @@ absl::StatusOr<GpuTransfer> GpuClient::GetIntoCache(absl::Span<const BlockKey> k
                                                     const PagedKvCache& cache,
                                                     absl::Span<const int32_t> engine_blocks,
                                                     gpu::StreamHandle stream) {
-  KVTIER_RETURN_IF_ERROR(CheckShapes(keys.size(), engine_blocks.size(), cache));
+  KVTIER_RETURN_IF_ERROR(
+      CheckShapes(keys.size(), engine_blocks.size(), cache, client_->slot_bytes()));
   KVTIER_ASSIGN_OR_RETURN(gpu::Event event, gpu::Event::Create());
   KVTIER_ASSIGN_OR_RETURN(Leased leased, Lease(keys));
   const std::vector<BlockResult>& got = leased.got;
   GpuTransfer t(this, GpuTransfer::Kind::kGet, std::move(event));
   t.codes_.assign(keys.size(), BlockCode::kMissing);
-  t.payload_bytes_ = static_cast<uint32_t>(cache.payload_bytes());
+  t.payload_bytes_ = static_cast<uint32_t>(cache.payload_bytes());  // <= slot_bytes: CheckShapes
   size_t hits = 0;
   while (hits < got.size() && CodeOf(got[hits]) == BlockCode::kOk &&
          got[hits].payload_bytes == cache.payload_bytes()) {
@@ -228,7 +238,7 @@ absl::StatusOr<GpuTransfer> GpuClient::GetIntoCache(absl::Span<const BlockKey> k
       const uint64_t slot = got[i].slot;
       payloads.push_back(leased.from_t0[i] ? t0_device_ + slot * t0_slot_bytes_
                                            : t1_device_ + slot * client_->slot_bytes());
-      t.t0_copied_ += leased.from_t0[i] ? 1 : 0;
+      t.t0_copied_ += leased.from_t0[i] ? 1u : 0u;
     } else {
       t.codes_[i] = CodeOf(got[i]) == BlockCode::kOk ? BlockCode::kMissing : CodeOf(got[i]);
       if (CodeOf(got[i]) == BlockCode::kOk) unused.push_back(keys[i]);  // past the first miss
@@ -252,18 +262,19 @@ absl::StatusOr<GpuTransfer> GpuClient::PutFromCache(absl::Span<const BlockKey> k
                                                     absl::Span<const int32_t> engine_blocks,
                                                     gpu::StreamHandle stream,
                                                     const std::optional<BlockKey>& parent) {
-  KVTIER_RETURN_IF_ERROR(CheckShapes(keys.size(), engine_blocks.size(), cache));
+  KVTIER_RETURN_IF_ERROR(
+      CheckShapes(keys.size(), engine_blocks.size(), cache, client_->slot_bytes()));
   KVTIER_ASSIGN_OR_RETURN(gpu::Event event, gpu::Event::Create());
   std::vector<protocol::PutBeginItem> items(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     items[i].key = keys[i];
     items[i].parent = i == 0 ? parent : std::optional<BlockKey>(keys[i - 1]);
-    items[i].payload_bytes = static_cast<uint32_t>(cache.payload_bytes());
+    items[i].payload_bytes = static_cast<uint32_t>(cache.payload_bytes());  // <= slot_bytes
   }
   KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> begun, client_->PutBegin(items));
   GpuTransfer t(this, GpuTransfer::Kind::kPut, std::move(event));
   t.codes_.resize(keys.size());
-  t.payload_bytes_ = static_cast<uint32_t>(cache.payload_bytes());
+  t.payload_bytes_ = static_cast<uint32_t>(cache.payload_bytes());  // <= slot_bytes: CheckShapes
   std::vector<int32_t> blocks;
   for (size_t i = 0; i < begun.size(); ++i) {
     t.codes_[i] = CodeOf(begun[i]);
@@ -289,7 +300,8 @@ absl::Status GpuClient::EnqueueChunks(const PagedKvCache& cache, absl::Span<cons
                                       gpu::StreamHandle stream, GpuTransfer* t) {
   // One chunk per hashing thread, each copied and then marked by its own event.
   const size_t n = blocks.size();
-  const size_t chunks = std::clamp<size_t>(options_.hash_threads, 1, std::max<size_t>(n, 1));
+  const auto threads = static_cast<size_t>(std::max(options_.hash_threads, 1));
+  const size_t chunks = std::clamp<size_t>(threads, 1, std::max<size_t>(n, 1));
   for (size_t c = 0; c < chunks && n > 0; ++c) {
     GpuTransfer::Chunk chunk;
     chunk.begin = n * c / chunks;

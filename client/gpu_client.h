@@ -114,7 +114,7 @@ struct GpuClientOptions {
   T0Reads t0_reads = T0Reads::kWhenPresent;
   // A put checksums its payloads in T1 once their copies land, on up to this many threads, a
   // chunk of blocks per thread as each chunk's copies complete (so hashing overlaps the DMA).
-  int hash_threads = 8;
+  int hash_threads = 8;  // below 1 means 1
   // kDma for caches whose (block, layer, K|V) pieces are contiguous and at least
   // kMinDmaPieceBytes, else kKernel; set to force one.
   std::optional<KvCopyPath> path;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "client/client_impl.h"
 #include "common/checksum.h"
 
@@ -34,9 +35,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
-std::vector<BlockKey> Client::KeysFor(absl::Span<const uint32_t> tokens,
-                                      const std::optional<BlockKey>& parent) const {
-  const size_t block = impl_->options.ns.block_tokens;
+absl::StatusOr<std::vector<BlockKey>> Client::KeysFor(absl::Span<const uint32_t> tokens,
+                                                      const std::optional<BlockKey>& parent) const {
+  const Namespace& ns = impl_->options.ns;
+  if (ns.key_source != KeySource::kTokens) {
+    return absl::FailedPreconditionError(fmt::format(
+        "KeysFor: the namespace of model '{}' declares key_source = engine_hash, so its keys come "
+        "from the engine's block hashes (KeysForEngineHashes), not from token ids",
+        ns.model_id));
+  }
+  const size_t block = ns.block_tokens;
   std::vector<BlockKey> keys;
   keys.reserve(tokens.size() / block);
   BlockKey prev = parent.value_or(impl_->root);
@@ -45,6 +53,35 @@ std::vector<BlockKey> Client::KeysFor(absl::Span<const uint32_t> tokens,
     keys.push_back(prev);
   }
   return keys;
+}
+
+absl::StatusOr<std::vector<BlockKey>> Client::KeysForEngineHashes(
+    absl::Span<const uint64_t> hashes, const std::optional<BlockKey>& parent) const {
+  const Namespace& ns = impl_->options.ns;
+  if (ns.key_source != KeySource::kEngineHash) {
+    return absl::FailedPreconditionError(fmt::format(
+        "KeysForEngineHashes: the namespace of model '{}' declares key_source = tokens, so its "
+        "keys come from token ids (KeysFor); declare key_source = engine_hash to pass the "
+        "engine's block hashes",
+        ns.model_id));
+  }
+  std::vector<BlockKey> keys;
+  keys.reserve(hashes.size());
+  BlockKey prev = parent.value_or(impl_->root);
+  for (const uint64_t hash : hashes) {
+    prev = ChainEngineHash(prev, hash);
+    keys.push_back(prev);
+  }
+  return keys;
+}
+
+absl::Status Client::CheckPayloadBytes(const char* what, size_t index, const char* field,
+                                       uint64_t bytes) const {
+  const uint32_t slot = impl_->welcome.t1_slot_bytes;
+  if (bytes != 0 && bytes <= slot) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      fmt::format("{}[{}]{} is {} bytes; a payload is 1 to {} bytes (kvtierd's slot_bytes)", what,
+                  index, field, bytes, slot));
 }
 
 absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
@@ -61,7 +98,7 @@ absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
         KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
         KVTIER_RETURN_IF_ERROR(
             protocol::ReadLookupResult(impl_->region->arena(), sent, done, &tiers));
-        std::copy(tiers.begin(), tiers.begin() + done.count, out.tiers.begin() + off);
+        std::copy_n(tiers.begin(), done.count, out.tiers.begin() + static_cast<ptrdiff_t>(off));
         out.hit_blocks += done.count;
         whole = done.count == n;
         return absl::OkStatus();
@@ -158,10 +195,19 @@ absl::StatusOr<std::vector<BlockCode>> Client::Put(
     absl::Span<const BlockKey> keys, absl::Span<const absl::Span<const std::byte>> payloads,
     const std::optional<BlockKey>& parent) {
   auto lock = impl_->Lock();
-  if (payloads.size() != keys.size()) return absl::InvalidArgumentError("Put: one payload per key");
+  if (payloads.size() != keys.size()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Put: {} keys but {} payloads (one payload per key)", keys.size(), payloads.size()));
+  }
+  // Every size is checked before anything is sent or copied: a payload larger than a slot would
+  // overrun it into other blocks, and one the daemon refuses would cost the connection.
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    KVTIER_RETURN_IF_ERROR(CheckPayloadBytes("Put: payloads", i, "", payloads[i].size()));
+  }
   std::vector<protocol::PutBeginItem> begin(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::optional<BlockKey> p = i == 0 ? parent : std::optional<BlockKey>(keys[i - 1]);
+    // <= slot_bytes (a uint32_t), checked above.
     begin[i] = protocol::PutBeginItem{keys[i], p, static_cast<uint32_t>(payloads[i].size())};
   }
   std::vector<BlockCode> codes(keys.size(), BlockCode::kFailed);
@@ -176,20 +222,26 @@ absl::StatusOr<std::vector<BlockCode>> Client::Put(
 
 absl::StatusOr<std::vector<BlockResult>> Client::PutBegin(
     absl::Span<const protocol::PutBeginItem> items) {
+  if (items.empty()) return std::vector<BlockResult>();
+  for (size_t i = 0; i < items.size(); ++i) {
+    KVTIER_RETURN_IF_ERROR(
+        CheckPayloadBytes("PutBegin: items", i, ".payload_bytes", items[i].payload_bytes));
+  }
   auto lock = impl_->Lock();
-  return BlockResultsCall(*impl_, {Op::kPutBegin, static_cast<uint32_t>(items.size()), 0,
-                                   [&](protocol::ArenaView a, protocol::ArenaRange r) {
-                                     protocol::WritePutBegin(a, r, items);
-                                   }});
+  return BlockResultsCall(
+      *impl_, {Op::kPutBegin, items.size(), 0, [&](protocol::ArenaView a, protocol::ArenaRange r) {
+                 protocol::WritePutBegin(a, r, items);
+               }});
 }
 
 absl::StatusOr<std::vector<BlockResult>> Client::PutCommit(
     absl::Span<const protocol::PutCommitItem> items) {
+  if (items.empty()) return std::vector<BlockResult>();
   auto lock = impl_->Lock();
-  return BlockResultsCall(*impl_, {Op::kPutCommit, static_cast<uint32_t>(items.size()), 0,
-                                   [&](protocol::ArenaView a, protocol::ArenaRange r) {
-                                     protocol::WritePutCommit(a, r, items);
-                                   }});
+  return BlockResultsCall(
+      *impl_, {Op::kPutCommit, items.size(), 0, [&](protocol::ArenaView a, protocol::ArenaRange r) {
+                 protocol::WritePutCommit(a, r, items);
+               }});
 }
 
 namespace {
@@ -233,7 +285,7 @@ class CommitPipeline {
 
   absl::Status Send() {
     if (group_.empty()) return absl::OkStatus();
-    const Client::Impl::Call call{Op::kPutCommit, static_cast<uint32_t>(group_.size()), 0,
+    const Client::Impl::Call call{Op::kPutCommit, group_.size(), 0,
                                   [this](protocol::ArenaView a, protocol::ArenaRange r) {
                                     protocol::WritePutCommit(a, r, group_);
                                   }};
@@ -278,6 +330,32 @@ class CommitPipeline {
   uint32_t arena_used_ = 0;          // by the requests in flight, from offset 0
 };
 
+// A key named twice in one put_begin gets a slot once, for its first occurrence; the daemon
+// answers the later ones kAlreadyPresent (docs/protocol.md "Repeated keys"). Should that first
+// one then fail to be published, the later ones are not present either: they take its outcome.
+void SettleRepeatedKeys(absl::Span<const protocol::PutBeginItem> items,
+                        absl::Span<const BlockResult> begun, absl::Span<BlockCode> codes) {
+  const auto is = [](const BlockResult& r, BlockCode c) {
+    return r.code == static_cast<uint32_t>(c);
+  };
+  if (std::none_of(begun.begin(), begun.end(),
+                   [&](const BlockResult& r) { return is(r, BlockCode::kAlreadyPresent); })) {
+    return;
+  }
+  absl::flat_hash_map<BlockKey, size_t> written;  // key -> the item that got its slot
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (is(begun[i], BlockCode::kOk)) written.emplace(items[i].key, i);
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto it = written.find(items[i].key);
+    if (!is(begun[i], BlockCode::kAlreadyPresent) || it == written.end() || it->second > i) {
+      continue;
+    }
+    const BlockCode first = codes[it->second];
+    if (first != BlockCode::kOk && first != BlockCode::kAlreadyPresent) codes[i] = first;
+  }
+}
+
 }  // namespace
 
 absl::Status Client::PutChunk(absl::Span<const protocol::PutBeginItem> items,
@@ -288,11 +366,14 @@ absl::Status Client::PutChunk(absl::Span<const protocol::PutBeginItem> items,
   for (size_t i = 0; i < items.size(); ++i) {
     codes[i] = static_cast<BlockCode>(slots[i].code);
     if (codes[i] != BlockCode::kOk) continue;
+    // The slot is as large as payload_bytes, which is payloads[i].size() (Put checked it fits).
     const uint64_t sum =
         CopyAndChecksum(MutableSlotData(slots[i].slot), payloads[i].data(), payloads[i].size());
     KVTIER_RETURN_IF_ERROR(commits.Add(i, {items[i].key, sum}, payloads[i].size()));
   }
-  return commits.Finish();
+  KVTIER_RETURN_IF_ERROR(commits.Finish());
+  SettleRepeatedKeys(items, slots, codes);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<protocol::StatsWire> Client::Stats() {
@@ -309,9 +390,11 @@ absl::Status Client::Nop() {
 }
 
 const std::byte* Client::SlotData(uint32_t slot) const {
+  if (slot >= impl_->welcome.t1_slots) return nullptr;
   return impl_->t1 + uint64_t{slot} * impl_->welcome.t1_slot_bytes;
 }
 std::byte* Client::MutableSlotData(uint32_t slot) {
+  if (slot >= impl_->welcome.t1_slots) return nullptr;
   return impl_->t1 + uint64_t{slot} * impl_->welcome.t1_slot_bytes;
 }
 uint32_t Client::slot_bytes() const { return impl_->welcome.t1_slot_bytes; }

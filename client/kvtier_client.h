@@ -2,14 +2,20 @@
 // flow"; docs/protocol.md is the wire format underneath).
 //
 //   auto client = Client::Connect({.socket_path = "/run/kvtier/kvtierd.sock", .ns = ns});
-//   std::vector<BlockKey> keys = (*client)->KeysFor(prompt_tokens);   // hashing happens here
+//   std::vector<BlockKey> keys = *(*client)->KeysFor(prompt_tokens);  // hashing happens here
 //   size_t hit = (*client)->Lookup(keys)->hit_blocks;                 // longest cached prefix
 //   (*client)->GetInto(first_hit_keys, destinations);                 // copies out of T1
 //   (*client)->Put(new_keys, payloads, parent);                       // copies into T1, commits
 //
 // Keys. Every client hashes tokens the same way (index/block_key.h), chained from the root of the
 // namespace it declares, one key per whole block of ns.block_tokens tokens (a partial last block
-// is not cached).
+// is not cached). A namespace declaring key_source = engine_hash gets its keys from the engine's
+// own block hashes instead (KeysForEngineHashes), folded under the namespace root the same way;
+// each namespace takes one kind only, and asking it for the other is an error.
+//
+// Arguments. Every size and count is range-checked before anything is sent or copied (a payload
+// of 0 bytes or above slot_bytes, more than max_batch items in one PutBegin/PutCommit):
+// InvalidArgument naming the argument, nothing sent, and the connection stays usable.
 //
 // Data. The client maps the daemon's T1 segment and copies between its own buffers and T1 slots
 // (host memory here; GpuClient (gpu_client.h) moves blocks between T1 or T0 and GPU memory). Put is
@@ -53,11 +59,13 @@ struct ClientOptions {
   uint32_t sq_entries = 0;
   uint32_t cq_entries = 0;
   uint32_t arena_bytes = 0;
-  int spin_us = 20;  // how long to poll for a completion before sleeping
+  int spin_us = 20;  // how long to poll for a completion before sleeping; >= 0
   // Map all of T1 at connect (MAP_POPULATE): costs ~0.1 s per GiB of 4 KiB pages once, and saves
   // a page fault per 4 KiB on first copies (puts ran at a tenth of memcpy speed without it).
   bool populate_t1 = true;
-  int timeout_ms = 60 * 1000;  // a request unanswered this long: DeadlineExceeded
+  // A request unanswered this long, or a connect whose handshake (connect, Hello, Welcome) has
+  // not finished in this long (a daemon stopped but not gone): DeadlineExceeded. Above 0.
+  int timeout_ms = 60 * 1000;
 };
 
 // The daemon's GPU tier, as its Welcome describes it (wire_format.h WelcomeT0). A client on the
@@ -78,16 +86,25 @@ struct LookupResult {
 
 class Client {
  public:
-  // Connects, says Hello, maps what Welcome hands over. Errors name the socket path.
+  // Connects, says Hello, maps what Welcome hands over, all within options.timeout_ms. Errors
+  // name the socket path; InvalidArgument for a bad namespace, timeout_ms or spin_us.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   // One key per whole block of `tokens`, chained from the namespace root (or from `parent`, the
-  // key of the block before tokens[0], to continue a sequence).
-  std::vector<BlockKey> KeysFor(absl::Span<const uint32_t> tokens,
-                                const std::optional<BlockKey>& parent = std::nullopt) const;
+  // key of the block before tokens[0], to continue a sequence). FailedPrecondition when the
+  // namespace declares key_source = engine_hash.
+  absl::StatusOr<std::vector<BlockKey>> KeysFor(
+      absl::Span<const uint32_t> tokens,
+      const std::optional<BlockKey>& parent = std::nullopt) const;
+  // One key per engine block hash (ChainEngineHash: key[i] = XXH3_128(key[i-1] ‖ hashes[i])),
+  // chained from the namespace root or from `parent`, for engines that hash their own blocks.
+  // FailedPrecondition unless the namespace declares key_source = engine_hash.
+  absl::StatusOr<std::vector<BlockKey>> KeysForEngineHashes(
+      absl::Span<const uint64_t> hashes,
+      const std::optional<BlockKey>& parent = std::nullopt) const;
 
   absl::StatusOr<LookupResult> Lookup(absl::Span<const BlockKey> keys);
   // Lookup of many independent sequences at once (a scheduler step's waiting requests): one
@@ -112,13 +129,18 @@ class Client {
   // put_begin, copy each payload into its slot, put_commit with checksums. One code per key:
   // kOk (stored), kAlreadyPresent, kRetryLater (T1 full now; nothing stored for that key), ...
   // `parent` is the key of the block before keys[0] (none when keys[0] starts a sequence).
+  // InvalidArgument, before anything is sent, unless there is one payload per key and each is 1
+  // to slot_bytes() bytes. A key given twice is written once, from its first payload; a later
+  // occurrence gets kAlreadyPresent, or the first's code when the first was not stored.
   absl::StatusOr<std::vector<protocol::BlockCode>> Put(
       absl::Span<const BlockKey> keys, absl::Span<const absl::Span<const std::byte>> payloads,
       const std::optional<BlockKey>& parent = std::nullopt);
   // The two phases of Put, for engines that fill slots themselves (e.g. by DMA from the GPU):
   // PutBegin reserves a slot per item (kOk), MutableSlotData(slot) is where its payload goes, and
   // PutCommit publishes it with the payload's XXH3-64 (kBadChecksum: it did not match; discarded).
-  // At most max_batch (1024) items per call.
+  // At most max_batch (1024) items per call, each payload_bytes 1 to slot_bytes(); otherwise
+  // InvalidArgument and nothing is sent. No items: no results, nothing sent. A key repeated in
+  // one PutBegin gets a slot once; its later occurrences get kAlreadyPresent and no slot.
   absl::StatusOr<std::vector<protocol::BlockResult>> PutBegin(
       absl::Span<const protocol::PutBeginItem> items);
   absl::StatusOr<std::vector<protocol::BlockResult>> PutCommit(
@@ -129,7 +151,8 @@ class Client {
   // A round trip that does nothing (for latency measurements).
   absl::Status Nop();
 
-  // The bytes of T1 slot `slot`, valid while this client lives (for zero-copy readers).
+  // The bytes of T1 slot `slot`, valid while this client lives (for zero-copy readers); nullptr
+  // for a slot that T1 does not have. MutableSlotData likewise.
   const std::byte* SlotData(uint32_t slot) const;
   uint32_t slot_bytes() const;
   // This process's mapping of the whole T1 segment (for registering it with a GPU runtime).
@@ -143,6 +166,10 @@ class Client {
 
  private:
   explicit Client(std::unique_ptr<Impl> impl);
+  // OK when a payload of `bytes` fits a slot (1 to slot_bytes); else InvalidArgument naming
+  // what[index]field.
+  absl::Status CheckPayloadBytes(const char* what, size_t index, const char* field,
+                                 uint64_t bytes) const;
   // One put_begin + copies + put_commit of at most max_batch items.
   absl::Status PutChunk(absl::Span<const protocol::PutBeginItem> items,
                         absl::Span<const absl::Span<const std::byte>> payloads,

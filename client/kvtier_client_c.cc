@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +54,89 @@ std::string Or(const char* s, const char* fallback) { return s != nullptr ? s : 
 absl::Span<const kvtier::BlockKey> Keys(const kvtier_key* keys, size_t n) {
   static_assert(sizeof(kvtier_key) == sizeof(kvtier::BlockKey));
   return {reinterpret_cast<const kvtier::BlockKey*>(keys), n};
+}
+
+// keys[0, n) after the checks every keys argument gets: a client, and keys unless n is 0.
+absl::StatusOr<absl::Span<const kvtier::BlockKey>> KeysArg(const kvtier_client* client,
+                                                           const kvtier_key* keys, size_t n) {
+  if (client == nullptr) return absl::InvalidArgumentError("client is NULL");
+  if (n > 0 && keys == nullptr) {
+    return absl::InvalidArgumentError(fmt::format("keys is NULL but n is {}", n));
+  }
+  if (n > SIZE_MAX / sizeof(kvtier_key)) {
+    return absl::InvalidArgumentError(fmt::format("n is {}: more keys than memory holds", n));
+  }
+  return Keys(keys, n);
+}
+
+std::optional<kvtier::BlockKey> KeyOrNone(const kvtier_key* key) {
+  if (key == nullptr) return std::nullopt;
+  return kvtier::BlockKey{key->lo, key->hi};
+}
+
+// The payloads of a put as spans, each 1 to slot_bytes bytes and not NULL; InvalidArgument
+// naming the first that is not (checked here, before the C++ client sees a size, so the message
+// names the C argument).
+absl::StatusOr<std::vector<absl::Span<const std::byte>>> PayloadsArg(const void* const* payloads,
+                                                                     const size_t* payload_bytes,
+                                                                     size_t n,
+                                                                     uint32_t slot_bytes) {
+  if (n > 0 && (payloads == nullptr || payload_bytes == nullptr)) {
+    return absl::InvalidArgumentError(
+        fmt::format("payloads and payload_bytes must not be NULL (n is {})", n));
+  }
+  std::vector<absl::Span<const std::byte>> spans(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (payload_bytes[i] == 0 || payload_bytes[i] > slot_bytes) {
+      return absl::InvalidArgumentError(
+          fmt::format("payload_bytes[{}] is {} bytes; a payload is 1 to {} bytes "
+                      "(kvtier_slot_bytes)",
+                      i, payload_bytes[i], slot_bytes));
+    }
+    if (payloads[i] == nullptr) {
+      return absl::InvalidArgumentError(fmt::format("payloads[{}] is NULL", i));
+    }
+    spans[i] = {static_cast<const std::byte*>(payloads[i]), payload_bytes[i]};
+  }
+  return spans;
+}
+
+kvtier::Namespace NamespaceFrom(const kvtier_namespace& ns) {
+  kvtier::Namespace out;
+  out.model_id = Or(ns.model_id, "");
+  out.kv_layout = Or(ns.kv_layout, "block_major");
+  out.dtype = Or(ns.dtype, "bf16");
+  out.block_tokens = ns.block_tokens == 0 ? 16 : ns.block_tokens;
+  out.tp_rank = ns.tp_rank;
+  out.tp_size = ns.tp_size == 0 ? 1 : ns.tp_size;
+  out.lora_id = Or(ns.lora_id, "");
+  out.cache_salt = Or(ns.cache_salt, "");
+  return out;
+}
+
+// Applies kvtier_connect_options (NULL: nothing to apply) to `options`.
+absl::Status ApplyConnectOptions(const kvtier_connect_options* o,
+                                 kvtier::client::ClientOptions* options) {
+  if (o == nullptr) return absl::OkStatus();
+  if (o->struct_bytes < sizeof(kvtier_connect_options)) {
+    return absl::InvalidArgumentError(
+        fmt::format("options->struct_bytes is {}; set it to sizeof(kvtier_connect_options), {}",
+                    o->struct_bytes, sizeof(kvtier_connect_options)));
+  }
+  if (o->key_source > KVTIER_KEY_SOURCE_ENGINE_HASH) {
+    return absl::InvalidArgumentError(
+        fmt::format("options->key_source is {}; it is KVTIER_KEY_SOURCE_TOKENS or _ENGINE_HASH",
+                    o->key_source));
+  }
+  if (o->timeout_ms < 0 || o->reserved != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("options->timeout_ms is {} (0 or above) and reserved {} (must be 0)",
+                    o->timeout_ms, o->reserved));
+  }
+  static_assert(KVTIER_KEY_SOURCE_ENGINE_HASH == static_cast<int>(kvtier::KeySource::kEngineHash));
+  options->ns.key_source = static_cast<kvtier::KeySource>(o->key_source);
+  if (o->timeout_ms != 0) options->timeout_ms = o->timeout_ms;
+  return absl::OkStatus();
 }
 
 // The concatenated keys cut into lengths[i] per sequence; InvalidArgument naming the argument
@@ -115,18 +199,18 @@ int kvtier_abi_version(void) { return KVTIER_C_ABI_VERSION; }
 
 int kvtier_connect(const char* socket_path, const kvtier_namespace* ns, const char* client_name,
                    kvtier_client** out) {
+  return kvtier_connect_with(socket_path, ns, client_name, nullptr, out);
+}
+
+int kvtier_connect_with(const char* socket_path, const kvtier_namespace* ns,
+                        const char* client_name, const kvtier_connect_options* connect_options,
+                        kvtier_client** out) {
   if (int e = CheckAll({{socket_path, "socket_path"}, {ns, "ns"}, {out, "out"}}); e) return e;
   kvtier::client::ClientOptions options;
   options.socket_path = socket_path;
   options.client_name = Or(client_name, "c-client");
-  options.ns.model_id = Or(ns->model_id, "");
-  options.ns.kv_layout = Or(ns->kv_layout, "block_major");
-  options.ns.dtype = Or(ns->dtype, "bf16");
-  options.ns.block_tokens = ns->block_tokens == 0 ? 16 : ns->block_tokens;
-  options.ns.tp_rank = ns->tp_rank;
-  options.ns.tp_size = ns->tp_size == 0 ? 1 : ns->tp_size;
-  options.ns.lora_id = Or(ns->lora_id, "");
-  options.ns.cache_salt = Or(ns->cache_salt, "");
+  options.ns = NamespaceFrom(*ns);
+  if (absl::Status s = ApplyConnectOptions(connect_options, &options); !s.ok()) return Fail(s);
   auto client = kvtier::client::Client::Connect(options);
   if (!client.ok()) return Fail(client.status());
   *out = new kvtier_client{std::move(*client)};
@@ -137,18 +221,45 @@ void kvtier_close(kvtier_client* client) { delete client; }
 
 size_t kvtier_keys_for(const kvtier_client* client, const uint32_t* tokens, size_t n_tokens,
                        const kvtier_key* parent, kvtier_key* keys, size_t max_keys) {
-  std::optional<kvtier::BlockKey> p;
-  if (parent != nullptr) p = kvtier::BlockKey{parent->lo, parent->hi};
-  const std::vector<kvtier::BlockKey> out = client->impl->KeysFor({tokens, n_tokens}, p);
-  const size_t n = std::min(out.size(), max_keys);
-  if (n != 0) std::memcpy(keys, out.data(), n * sizeof(kvtier_key));
-  return out.size();
+  const auto fail = [](const absl::Status& status) {
+    Fail(status);
+    return size_t{KVTIER_KEYS_ERROR};
+  };
+  if (client == nullptr) return fail(absl::InvalidArgumentError("client is NULL"));
+  if (tokens == nullptr && n_tokens > 0) {
+    return fail(
+        absl::InvalidArgumentError(fmt::format("tokens is NULL but n_tokens is {}", n_tokens)));
+  }
+  if (keys == nullptr && max_keys > 0) {
+    return fail(
+        absl::InvalidArgumentError(fmt::format("keys is NULL but max_keys is {}", max_keys)));
+  }
+  auto out = client->impl->KeysFor({tokens, n_tokens}, KeyOrNone(parent));
+  if (!out.ok()) return fail(out.status());
+  const size_t n = std::min(out->size(), max_keys);
+  if (n != 0) std::memcpy(keys, out->data(), n * sizeof(kvtier_key));
+  return out->size();
+}
+
+int kvtier_keys_for_engine_hashes(const kvtier_client* client, const uint64_t* hashes, size_t n,
+                                  const kvtier_key* parent, kvtier_key* keys) {
+  if (int e = Check(client, "client"); e) return e;
+  if (n > 0 && (hashes == nullptr || keys == nullptr)) {
+    return Fail(
+        absl::InvalidArgumentError(fmt::format("hashes and keys must not be NULL (n is {})", n)));
+  }
+  auto out = client->impl->KeysForEngineHashes({hashes, n}, KeyOrNone(parent));
+  if (!out.ok()) return Fail(out.status());
+  if (n != 0) std::memcpy(keys, out->data(), n * sizeof(kvtier_key));
+  return 0;
 }
 
 int kvtier_lookup(kvtier_client* client, const kvtier_key* keys, size_t n, size_t* hit_blocks,
                   uint8_t* tiers) {
   if (int e = Check(hit_blocks, "hit_blocks"); e) return e;
-  auto result = client->impl->Lookup(Keys(keys, n));
+  auto k = KeysArg(client, keys, n);
+  if (!k.ok()) return Fail(k.status());
+  auto result = client->impl->Lookup(*k);
   if (!result.ok()) return Fail(result.status());
   *hit_blocks = result->hit_blocks;
   if (tiers != nullptr && !result->tiers.empty()) {
@@ -181,7 +292,9 @@ int kvtier_lookup_many(kvtier_client* client, const kvtier_key* keys, const size
 int kvtier_get(kvtier_client* client, const kvtier_key* keys, size_t n,
                kvtier_block_result* results) {
   if (int e = Check(results, "results"); e) return e;
-  auto got = client->impl->Get(Keys(keys, n));
+  auto k = KeysArg(client, keys, n);
+  if (!k.ok()) return Fail(k.status());
+  auto got = client->impl->Get(*k);
   if (!got.ok()) return Fail(got.status());
   CopyResults(*got, results);
   return 0;
@@ -189,7 +302,9 @@ int kvtier_get(kvtier_client* client, const kvtier_key* keys, size_t n,
 
 int kvtier_release(kvtier_client* client, const kvtier_key* keys, size_t n,
                    kvtier_block_result* results) {
-  auto done = client->impl->Release(Keys(keys, n));
+  auto k = KeysArg(client, keys, n);
+  if (!k.ok()) return Fail(k.status());
+  auto done = client->impl->Release(*k);
   if (!done.ok()) return Fail(done.status());
   CopyResults(*done, results);
   return 0;
@@ -200,9 +315,17 @@ int kvtier_get_into(kvtier_client* client, const kvtier_key* keys, size_t n, voi
   if (int e = CheckAll({{copied, "copied"}, {dsts, "dsts"}, {dst_bytes, "dst_bytes"}}); e) {
     return e;
   }
+  auto k = KeysArg(client, keys, n);
+  if (!k.ok()) return Fail(k.status());
   std::vector<absl::Span<std::byte>> spans(n);
-  for (size_t i = 0; i < n; ++i) spans[i] = {static_cast<std::byte*>(dsts[i]), dst_bytes[i]};
-  auto done = client->impl->GetInto(Keys(keys, n), spans);
+  for (size_t i = 0; i < n; ++i) {
+    if (dsts[i] == nullptr && dst_bytes[i] > 0) {
+      return Fail(absl::InvalidArgumentError(
+          fmt::format("dsts[{}] is NULL but dst_bytes[{}] is {}", i, i, dst_bytes[i])));
+    }
+    spans[i] = {static_cast<std::byte*>(dsts[i]), dst_bytes[i]};
+  }
+  auto done = client->impl->GetInto(*k, spans);
   if (!done.ok()) return Fail(done.status());
   *copied = *done;
   return 0;
@@ -210,14 +333,11 @@ int kvtier_get_into(kvtier_client* client, const kvtier_key* keys, size_t n, voi
 
 int kvtier_put(kvtier_client* client, const kvtier_key* keys, size_t n, const void* const* payloads,
                const size_t* payload_bytes, const kvtier_key* parent, uint32_t* codes) {
-  if (int e = CheckAll({{payloads, "payloads"}, {payload_bytes, "payload_bytes"}}); e) return e;
-  std::vector<absl::Span<const std::byte>> spans(n);
-  for (size_t i = 0; i < n; ++i) {
-    spans[i] = {static_cast<const std::byte*>(payloads[i]), payload_bytes[i]};
-  }
-  std::optional<kvtier::BlockKey> p;
-  if (parent != nullptr) p = kvtier::BlockKey{parent->lo, parent->hi};
-  auto done = client->impl->Put(Keys(keys, n), spans, p);
+  auto k = KeysArg(client, keys, n);
+  if (!k.ok()) return Fail(k.status());
+  auto spans = PayloadsArg(payloads, payload_bytes, n, client->impl->slot_bytes());
+  if (!spans.ok()) return Fail(spans.status());
+  auto done = client->impl->Put(*k, *spans, KeyOrNone(parent));
   if (!done.ok()) return Fail(done.status());
   for (size_t i = 0; codes != nullptr && i < n; ++i) codes[i] = static_cast<uint32_t>((*done)[i]);
   return 0;
@@ -225,14 +345,16 @@ int kvtier_put(kvtier_client* client, const kvtier_key* keys, size_t n, const vo
 
 int kvtier_drop(kvtier_client* client, const kvtier_key* keys, size_t n,
                 kvtier_block_result* results) {
-  auto done = client->impl->Drop(Keys(keys, n));
+  auto k = KeysArg(client, keys, n);
+  if (!k.ok()) return Fail(k.status());
+  auto done = client->impl->Drop(*k);
   if (!done.ok()) return Fail(done.status());
   CopyResults(*done, results);
   return 0;
 }
 
 int kvtier_get_stats(kvtier_client* client, kvtier_stats* out) {
-  if (int e = Check(out, "out"); e) return e;
+  if (int e = CheckAll({{client, "client"}, {out, "out"}}); e) return e;
   auto stats = client->impl->Stats();
   if (!stats.ok()) return Fail(stats.status());
   static_assert(sizeof(kvtier_stats) == sizeof(kvtier::protocol::StatsWire));
@@ -241,10 +363,12 @@ int kvtier_get_stats(kvtier_client* client, kvtier_stats* out) {
 }
 
 const void* kvtier_slot_data(const kvtier_client* client, uint32_t slot) {
-  return client->impl->SlotData(slot);
+  return client != nullptr ? client->impl->SlotData(slot) : nullptr;
 }
 
-uint32_t kvtier_slot_bytes(const kvtier_client* client) { return client->impl->slot_bytes(); }
+uint32_t kvtier_slot_bytes(const kvtier_client* client) {
+  return client != nullptr ? client->impl->slot_bytes() : 0;
+}
 
 // ---- GPU transfers ----
 
@@ -305,9 +429,8 @@ int kvtier_gpu_put(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvti
   }
   auto layout = CacheFrom(cache);
   if (!layout.ok()) return Fail(layout.status());
-  std::optional<kvtier::BlockKey> p;
-  if (parent != nullptr) p = kvtier::BlockKey{parent->lo, parent->hi};
-  auto t = gpu->impl->PutFromCache(Keys(keys, n), *layout, {engine_blocks, n}, stream, p);
+  auto t = gpu->impl->PutFromCache(Keys(keys, n), *layout, {engine_blocks, n}, stream,
+                                   KeyOrNone(parent));
   if (!t.ok()) return Fail(t.status());
   *out = new kvtier_gpu_transfer{std::move(*t), n};
   return 0;

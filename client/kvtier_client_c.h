@@ -2,10 +2,16 @@
  * language with a C FFI. No C++ type crosses it; every struct is plain, fixed-width and versioned
  * by this header's KVTIER_C_ABI_VERSION.
  *
- * Errors: functions return 0 on success or an absl::StatusCode value (3 invalid argument, 5 not
- * found, 7 permission denied, 8 resource exhausted, 14 unavailable, ...); kvtier_last_error()
- * then returns the message, valid on this thread until its next call into this library.
+ * Errors: functions return 0 on success or an absl::StatusCode value (3 invalid argument, 4
+ * deadline exceeded, 5 not found, 7 permission denied, 8 resource exhausted, 9 failed
+ * precondition, 14 unavailable, ...); kvtier_last_error() then returns the message, valid on this
+ * thread until its next call into this library.
  * Per-block outcomes are KVTIER_BLOCK_* codes, not errors.
+ *
+ * Arguments are checked before anything is sent or copied: a NULL client or array where one is
+ * needed, a payload size of 0 or above the slot size, and the like are code 3 (invalid argument)
+ * with a message naming the argument ("payload_bytes[2] is 4294967300 bytes; ..."); nothing
+ * reaches the daemon and the client stays usable. Sizes are never narrowed silently.
  *
  * Thread-safety: a client may be used from several threads (requests are serialised on it).
  * Ownership: kvtier_connect's client is freed by kvtier_close, which also makes the daemon give
@@ -20,8 +26,10 @@
 extern "C" {
 #endif
 
-/* 2: GPU transfers (kvtier_gpu_*); 3: kvtier_gpu_set_t0_reads; 4: kvtier_lookup_many */
-#define KVTIER_C_ABI_VERSION 4
+/* 2: GPU transfers (kvtier_gpu_*); 3: kvtier_gpu_set_t0_reads; 4: kvtier_lookup_many;
+ * 5: kvtier_connect_with (a handshake deadline, key_source), kvtier_keys_for_engine_hashes, and
+ * kvtier_keys_for returning KVTIER_KEYS_ERROR on errors (it had no error return before). */
+#define KVTIER_C_ABI_VERSION 5
 
 /* Per-block outcomes (docs/protocol.md "Block codes"). */
 enum {
@@ -54,6 +62,22 @@ typedef struct {
   uint64_t hi;
 } kvtier_key;
 
+/* How a namespace's block keys are made (Namespace::key_source; part of the namespace, so the two
+ * kinds never share a key). */
+enum { KVTIER_KEY_SOURCE_TOKENS = 0, KVTIER_KEY_SOURCE_ENGINE_HASH = 1 };
+
+/* Connection options beyond the namespace. Zero-initialise, then set struct_bytes =
+ * sizeof(kvtier_connect_options): a later library may add fields at the end and reads only what
+ * struct_bytes covers. */
+typedef struct {
+  uint32_t struct_bytes; /* sizeof(kvtier_connect_options) of the caller's header */
+  uint32_t key_source;   /* KVTIER_KEY_SOURCE_*: tokens (kvtier_keys_for) or engine hashes */
+  /* Deadline, in ms, for the connect handshake (connect, Hello, Welcome) and for each request
+   * after it; a daemon that does not answer in time is code 4 (deadline exceeded). 0 = 60000. */
+  int32_t timeout_ms;
+  uint32_t reserved; /* 0 */
+} kvtier_connect_options;
+
 typedef struct {
   uint32_t code;          /* KVTIER_BLOCK_* */
   uint32_t slot;          /* get: the leased T1 slot when code is OK */
@@ -73,15 +97,34 @@ typedef struct {
  * written for). */
 int kvtier_abi_version(void);
 
+/* Connects to kvtierd at socket_path declaring *ns. The whole handshake has a deadline of 60 s
+ * (kvtier_connect_with sets another): a daemon that is stopped but still holds its socket (it
+ * accepts, or its listen queue is full, and it never answers) is code 4 (deadline exceeded)
+ * naming the socket, never a hang. */
 int kvtier_connect(const char* socket_path, const kvtier_namespace* ns, const char* client_name,
                    kvtier_client** out);
+/* kvtier_connect with options (NULL: the defaults, as kvtier_connect). Code 3 for a struct_bytes
+ * smaller than version 5's kvtier_connect_options, an unknown key_source, a negative timeout_ms or
+ * reserved not 0. */
+int kvtier_connect_with(const char* socket_path, const kvtier_namespace* ns,
+                        const char* client_name, const kvtier_connect_options* options,
+                        kvtier_client** out);
 void kvtier_close(kvtier_client* client);
 const char* kvtier_last_error(void);
 
 /* Keys of the whole blocks of tokens[0, n_tokens), chained from the namespace root or from
- * *parent (NULL: the root). Writes min(blocks, max_keys) keys; returns the number of blocks. */
+ * *parent (NULL: the root). Writes min(blocks, max_keys) keys; returns the number of blocks, or
+ * KVTIER_KEYS_ERROR (kvtier_last_error says why) for a NULL client, a NULL tokens with n_tokens
+ * above 0, a NULL keys with max_keys above 0, or a namespace whose key_source is engine hash. */
+#define KVTIER_KEYS_ERROR SIZE_MAX
 size_t kvtier_keys_for(const kvtier_client* client, const uint32_t* tokens, size_t n_tokens,
                        const kvtier_key* parent, kvtier_key* keys, size_t max_keys);
+/* For a namespace connected with key_source KVTIER_KEY_SOURCE_ENGINE_HASH: keys[i] for each of
+ * the engine's own block hashes hashes[0, n), chained from the namespace root or *parent
+ * (key[i] = XXH3_128(key[i-1] || hashes[i] as 8 little-endian bytes)). keys has room for n.
+ * Code 9 (failed precondition) for a namespace of token keys; 3 for a NULL argument with n > 0. */
+int kvtier_keys_for_engine_hashes(const kvtier_client* client, const uint64_t* hashes, size_t n,
+                                  const kvtier_key* parent, kvtier_key* keys);
 
 /* Longest cached prefix of keys[0, n): *hit_blocks, and tiers[i] (bit t: in tier t) for i below
  * it when tiers is not NULL (room for n). */
@@ -107,17 +150,20 @@ int kvtier_release(kvtier_client* client, const kvtier_key* keys, size_t n,
  * releasing every lease it takes; *copied = blocks copied. */
 int kvtier_get_into(kvtier_client* client, const kvtier_key* keys, size_t n, void* const* dsts,
                     const size_t* dst_bytes, size_t* copied);
-/* Stores payloads[i] (payload_bytes[i] bytes) under keys[i]; codes[i] gets the outcome.
- * parent: the key before keys[0] in its sequence, or NULL. */
+/* Stores payloads[i] (payload_bytes[i] bytes, 1 to kvtier_slot_bytes) under keys[i]; codes[i]
+ * gets the outcome. parent: the key before keys[0] in its sequence, or NULL. A key given twice is
+ * written once, from its first payload; the later occurrence gets KVTIER_BLOCK_ALREADY_PRESENT
+ * (or the first's code when the first was not stored). */
 int kvtier_put(kvtier_client* client, const kvtier_key* keys, size_t n, const void* const* payloads,
                const size_t* payload_bytes, const kvtier_key* parent, uint32_t* codes);
 int kvtier_drop(kvtier_client* client, const kvtier_key* keys, size_t n,
                 kvtier_block_result* results /* may be NULL */);
 int kvtier_get_stats(kvtier_client* client, kvtier_stats* out);
 
-/* The bytes of T1 slot `slot` (slot_bytes long), mapped in this process. */
+/* The bytes of T1 slot `slot` (slot_bytes long), mapped in this process; NULL for a NULL client or
+ * a slot T1 does not have. */
 const void* kvtier_slot_data(const kvtier_client* client, uint32_t slot);
-uint32_t kvtier_slot_bytes(const kvtier_client* client);
+uint32_t kvtier_slot_bytes(const kvtier_client* client); /* 0 for a NULL client */
 
 /* ---- GPU transfers (client/gpu_client.h) -------------------------------------------------
  * Get blocks straight into an engine's paged KV cache and put them from it, on the engine's

@@ -54,6 +54,8 @@ absl::StatusOr<std::vector<LookupResult>> Client::LookupMany(
       if (submitted - finished == window) KVTIER_RETURN_IF_ERROR(finish_oldest());
       InFlight& f = flight[submitted % window];
       f.index = i;
+      // Part n % window of the arena: (n % window) * part_bytes < window * part_bytes <= the
+      // arena's bytes, a uint32_t.
       KVTIER_RETURN_IF_ERROR(
           impl_->Submit(call, static_cast<uint32_t>(submitted % window) * part_bytes, &f.sent));
       ++submitted;

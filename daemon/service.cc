@@ -34,6 +34,16 @@ BlockStatus StatusOf(const absl::Status& status) {
   }
 }
 
+// Whether an item before items[i] has the same key and satisfies `pred(j)`. Linear: called only
+// for an item whose key turned out to be taken (a client repeating keys pays for its repeats).
+template <typename Item, typename Pred>
+bool EarlierWith(absl::Span<const Item> items, size_t i, Pred pred) {
+  for (size_t j = 0; j < i; ++j) {
+    if (items[j].key == items[i].key && pred(j)) return true;
+  }
+  return false;
+}
+
 // State of one Get batch: results fill in as blocks complete; the last one calls done.
 struct GetBatch {
   std::vector<GetResult> results;
@@ -191,6 +201,13 @@ std::vector<PutBeginResult> Service::PutBegin(Session& session,
   std::vector<PutBeginResult> out(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     out[i].status = BeginOne(session, items[i], &out[i].slot);
+    // A key repeated in one request is stored once: the occurrence that got the slot writes it,
+    // the later ones are skipped as present (docs/protocol.md "Repeated keys"). Looked for only
+    // when the put was found open already, so a request without repeats pays nothing.
+    if (out[i].status == BlockStatus::kInvalid &&
+        EarlierWith(items, i, [&](size_t j) { return out[j].status == BlockStatus::kOk; })) {
+      out[i].status = BlockStatus::kAlreadyPresent;
+    }
     if (out[i].status == BlockStatus::kOk) puts_begun_.fetch_add(1, std::memory_order_relaxed);
     if (out[i].status == BlockStatus::kRetry) puts_retry_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -228,6 +245,12 @@ std::vector<BlockStatus> Service::PutCommit(Session& session,
   for (size_t i = 0; i < items.size(); ++i) {
     out[i] = Publish(session, items[i], puts[i]);
     if (out[i] == BlockStatus::kOk) puts_committed_.fetch_add(1, std::memory_order_relaxed);
+    // A key named again after this commit published it is present, not "no open put".
+    if (!puts[i].open && EarlierWith(items, i, [&](size_t j) {
+          return out[j] == BlockStatus::kOk || out[j] == BlockStatus::kAlreadyPresent;
+        })) {
+      out[i] = BlockStatus::kAlreadyPresent;
+    }
   }
   return out;
 }

@@ -154,12 +154,15 @@ class Service {
   std::vector<BlockStatus> Release(Session& session, absl::Span<const BlockKey> keys);
 
   // Phase one of a store: a T1 slot per item for the client to fill (kOk), or kAlreadyPresent
-  // (cached: skip it), kRetry (T1 full; nothing was reserved for that key), kInvalid (this session
-  // already has a put of that key open, or a payload size of 0 or above a slot).
+  // (cached: skip it; also a key repeated in `items` after the occurrence given a slot, so a
+  // block is written once), kRetry (T1 full; nothing was reserved for that key), kInvalid (this
+  // session has a put of that key open from an earlier request, or a payload size of 0 or above a
+  // slot).
   std::vector<PutBeginResult> PutBegin(Session& session, absl::Span<const PutBeginItem> items);
   // Phase two: verifies each slot against its checksum (when given) and publishes it. Per item:
-  // kOk, kAlreadyPresent (slot freed), kBadChecksum (discarded, slot freed), or kInvalid (no open
-  // put of that key). A block is visible to lookups only from here on.
+  // kOk, kAlreadyPresent (slot freed; also a key repeated in `items` after an occurrence that was
+  // published or present), kBadChecksum (discarded, slot freed), or kInvalid (no open put of that
+  // key). A block is visible to lookups only from here on.
   std::vector<BlockStatus> PutCommit(Session& session, absl::Span<const PutCommitItem> items);
   // Gives back slots of open puts that will not be committed. kInvalid for a key with no open put.
   std::vector<BlockStatus> PutAbort(Session& session, absl::Span<const BlockKey> keys);

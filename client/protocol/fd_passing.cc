@@ -1,10 +1,14 @@
 #include "client/protocol/fd_passing.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include "common/errno_text.h"
@@ -54,11 +58,34 @@ absl::Status CollectFds(msghdr& msg, size_t max_fds, std::vector<UniqueFd>* fds)
   return status;
 }
 
+// Waits until `sock` is ready for `events` (or has hung up: the next call says how), or until
+// `deadline` has passed (DeadlineExceeded). Returns at once at kNoDeadline.
+absl::Status AwaitReady(int sock, short events, Deadline deadline) {
+  if (deadline == kNoDeadline) return absl::OkStatus();
+  for (;;) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    // Clamped into poll's int milliseconds: a far deadline is waited for in INT_MAX ms slices.
+    const int ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT_MAX));
+    pollfd p{sock, events, 0};
+    const int r = ::poll(&p, 1, ms);
+    if (r > 0) return absl::OkStatus();
+    if (r < 0 && errno != EINTR) return SocketError("poll", errno);
+    if (r == 0 && ms < INT_MAX) return absl::DeadlineExceededError("the deadline passed");
+  }
+}
+
 // Reads exactly buffer.size() bytes; `got_any` tells a clean end of stream from a cut frame.
 absl::Status RecvExact(int sock, absl::Span<std::byte> buffer, size_t max_fds,
-                       std::vector<UniqueFd>* fds, bool* got_any) {
+                       std::vector<UniqueFd>* fds, bool* got_any, Deadline deadline) {
   size_t done = 0;
   while (done < buffer.size()) {
+    if (absl::Status ready = AwaitReady(sock, POLLIN, deadline); !ready.ok()) {
+      return absl::Status(ready.code(),
+                          fmt::format("{} before a whole frame came ({} of {} bytes "
+                                      "of this part read)",
+                                      std::string(ready.message()), done, buffer.size()));
+    }
     KVTIER_ASSIGN_OR_RETURN(const size_t n, RecvWithFds(sock, buffer.subspan(done), max_fds, fds));
     if (n == 0) {
       if (done == 0 && !*got_any) return absl::UnavailableError("peer closed the connection");
@@ -121,9 +148,15 @@ absl::StatusOr<size_t> RecvWithFds(int sock, absl::Span<std::byte> buffer, size_
   return static_cast<size_t>(n);
 }
 
-absl::Status SendFrame(int sock, absl::Span<const std::byte> frame, absl::Span<const int> fds) {
+absl::Status SendFrame(int sock, absl::Span<const std::byte> frame, absl::Span<const int> fds,
+                       Deadline deadline) {
   size_t done = 0;
   while (done < frame.size()) {
+    if (absl::Status ready = AwaitReady(sock, POLLOUT, deadline); !ready.ok()) {
+      return absl::Status(ready.code(),
+                          fmt::format("{} with {} of {} bytes of the frame sent",
+                                      std::string(ready.message()), done, frame.size()));
+    }
     KVTIER_ASSIGN_OR_RETURN(const size_t n, SendWithFds(sock, frame.subspan(done),
                                                         done == 0 ? fds : absl::Span<const int>()));
     done += n;
@@ -131,15 +164,15 @@ absl::Status SendFrame(int sock, absl::Span<const std::byte> frame, absl::Span<c
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReceivedFrame> RecvFrame(int sock, size_t max_fds) {
+absl::StatusOr<ReceivedFrame> RecvFrame(int sock, size_t max_fds, Deadline deadline) {
   ReceivedFrame frame;
   std::byte header[sizeof(FrameHeader)];
   bool got_any = false;
-  KVTIER_RETURN_IF_ERROR(RecvExact(sock, header, max_fds, &frame.fds, &got_any));
+  KVTIER_RETURN_IF_ERROR(RecvExact(sock, header, max_fds, &frame.fds, &got_any, deadline));
   KVTIER_ASSIGN_OR_RETURN(frame.info, DecodeFrameHeader(header));
   frame.payload.resize(frame.info.payload_bytes);
   KVTIER_RETURN_IF_ERROR(
-      RecvExact(sock, absl::MakeSpan(frame.payload), max_fds, &frame.fds, &got_any));
+      RecvExact(sock, absl::MakeSpan(frame.payload), max_fds, &frame.fds, &got_any, deadline));
   return frame;
 }
 

@@ -12,6 +12,8 @@ namespace {
 
 absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
 
+// `payload` is at most kMaxFramePayload bytes: every encoder bounds what it writes (Hello's texts
+// are checked, Welcome is fixed-size, an Error's message is cut), so its size fits the u32 field.
 std::vector<std::byte> Frame(FrameType type, absl::Span<const std::byte> payload) {
   FrameHeader h{kFrameMagic, kProtocolVersion, static_cast<uint16_t>(type),
                 static_cast<uint32_t>(payload.size()), 0};
@@ -133,7 +135,7 @@ absl::StatusOr<std::vector<std::byte>> EncodeHello(const Hello& hello) {
       return Invalid(
           fmt::format("hello: a text field of {} bytes (limit {})", t->size(), kMaxNameBytes));
     }
-    Append(&payload, static_cast<uint16_t>(t->size()));
+    Append(&payload, static_cast<uint16_t>(t->size()));  // <= kMaxNameBytes, checked above
     const auto* p = reinterpret_cast<const std::byte*>(t->data());
     payload.insert(payload.end(), p, p + t->size());
   }

@@ -59,6 +59,8 @@ absl::StatusOr<RegionLayout> ComputeLayout(uint32_t sq_entries, uint32_t cq_entr
   l.cq_control = sizeof(RingControl);
   l.sq_records = kRegionPage;
   l.sq_entries = sq_entries;
+  // Both offsets fit 32 bits: entries are at most kMaxRingEntries (2^16) records of 64 bytes,
+  // so each ring's records end below 2^23 (checked above).
   l.cq_records = static_cast<uint32_t>(
       RoundUp(uint64_t{l.sq_records} + uint64_t{sq_entries} * kRecordBytes, kRegionPage));
   l.cq_entries = cq_entries;

@@ -103,7 +103,7 @@ class GpuClientT0Test : public ::testing::TestWithParam<KvCopyPath> {
     }
     std::vector<uint32_t> tokens(kBlocks * kBlockTokens);
     std::iota(tokens.begin(), tokens.end(), round * 100000u);
-    *keys = client_->KeysFor(tokens);
+    *keys = client_->KeysFor(tokens).value();
     FillSource(round + 1);
     std::vector<std::vector<std::byte>> want(kBlocks, std::vector<std::byte>(Payload()));
     auto put = gpu_->PutFromCache(*keys, src_.Device(), from, stream_.handle());
@@ -241,7 +241,7 @@ TEST(GpuClientT0Cpu, WithoutT0TheClientSaysSoAndRefusesTier0Gets) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE((*c)->t0().has_value());
   const std::vector<uint32_t> tokens(16, 7);
-  const std::vector<BlockKey> keys = (*c)->KeysFor(tokens);
+  const std::vector<BlockKey> keys = (*c)->KeysFor(tokens).value();
   auto got = (*c)->Get(keys, Tier::kT0);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);

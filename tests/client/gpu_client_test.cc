@@ -135,7 +135,7 @@ TEST_P(GpuClientTest, OverwriteAfterPutAndReadAfterGetSeeExactlyTheStoredBlocks)
     }
     std::vector<uint32_t> tokens(kBlocksPerPut * kBlockTokens);
     std::iota(tokens.begin(), tokens.end(), round * 100000u);
-    const std::vector<BlockKey> keys = client_->KeysFor(tokens);
+    const std::vector<BlockKey> keys = client_->KeysFor(tokens).value();
 
     FillSource(round + 1);
     auto put = gpu_->PutFromCache(keys, src_dev, from, stream_.handle());

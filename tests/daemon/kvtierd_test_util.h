@@ -73,7 +73,7 @@ inline std::vector<BlockKey> SeqKeys(const client::Client& c, uint32_t seed, uin
                                      const std::optional<BlockKey>& parent = std::nullopt) {
   std::vector<uint32_t> tokens(blocks * 4);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = seed * 1000000u + static_cast<uint32_t>(i);
-  return c.KeysFor(tokens, parent);
+  return c.KeysFor(tokens, parent).value();  // token namespaces only
 }
 
 // Puts every key with its Payload; the codes.

@@ -72,7 +72,7 @@ class ServerTest : public ::testing::Test {
   static std::vector<BlockKey> Keys(client::Client& c, uint32_t blocks, uint32_t first_token = 0) {
     std::vector<uint32_t> tokens(blocks * 4);
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = first_token + static_cast<uint32_t>(i);
-    return c.KeysFor(tokens);
+    return c.KeysFor(tokens).value();
   }
 
   std::vector<BlockCode> PutAll(client::Client& c, const std::vector<BlockKey>& keys) {
@@ -212,7 +212,7 @@ TEST_F(ServerTest, AClientKilledMidGetAndMidPutLeavesNoLeaseAndNoPartialBlock) {
     auto c = client::Client::Connect({tmp_.path() + "/kvtierd.sock", Ns(), "doomed"});
     if (!c.ok() || !(*c)->Get(keys).ok()) ::_exit(1);
     // An open put: put_begin done, payload half written, never committed.
-    const std::vector<BlockKey> more = (*c)->KeysFor(std::vector<uint32_t>(8, 7));
+    const std::vector<BlockKey> more = (*c)->KeysFor(std::vector<uint32_t>(8, 7)).value();
     auto begun = (*c)->PutBegin(std::vector<protocol::PutBeginItem>{{more[0], std::nullopt, 4096}});
     if (!begun.ok() || (*begun)[0].code != 0) ::_exit(2);
     std::memset((*c)->MutableSlotData((*begun)[0].slot), 0x5a, 100);

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _ffi
 from ._buffers import Tokens, host_span, token_array, uint32_pointer
-from ._types import BlockCode, KvtierError, Tier, block_code
+from ._types import BlockCode, KvtierError, StatusCode, Tier, block_code
 
 KeyTuple = Tuple[int, int]  # (lo, hi): a 128-bit block key
 
@@ -36,7 +36,9 @@ class Client:
     def __init__(self, socket_path: str, model_id: str, block_tokens: int = 16,
                  tp_rank: int = 0, tp_size: int = 1, dtype: str = "bf16",
                  kv_layout: str = "block_major", lora_id: str = "", cache_salt: str = "",
-                 client_name: str = "python") -> None:
+                 client_name: str = "python", timeout_ms: int = 60000) -> None:
+        """Connects; `timeout_ms` bounds the handshake (a daemon that is stopped but still holds
+        its socket raises KvtierError DEADLINE_EXCEEDED) and every request after it."""
         self._handle: Optional[int] = None
         self._lib = _ffi.load()
         ns = _ffi.Namespace(
@@ -44,10 +46,14 @@ class Client:
             dtype=_c_string(dtype, "dtype"), block_tokens=block_tokens, tp_rank=tp_rank,
             tp_size=tp_size, lora_id=_c_string(lora_id, "lora_id"),
             cache_salt=_c_string(cache_salt, "cache_salt"))
+        if not 0 < timeout_ms < 2**31:
+            raise ValueError(f"timeout_ms: {timeout_ms}, outside [1, {2**31 - 1}]")
+        options = _ffi.ConnectOptions(struct_bytes=ctypes.sizeof(_ffi.ConnectOptions),
+                                      key_source=_ffi.KEY_SOURCE_TOKENS, timeout_ms=timeout_ms)
         handle = ctypes.c_void_p()
-        self._check(self._lib.kvtier_connect(
+        self._check(self._lib.kvtier_connect_with(
             _c_string(socket_path, "socket_path"), ctypes.byref(ns),
-            _c_string(client_name, "client_name"), ctypes.byref(handle)))
+            _c_string(client_name, "client_name"), ctypes.byref(options), ctypes.byref(handle)))
         self._handle = handle.value
         self.block_tokens: int = block_tokens if block_tokens else 16  # 0 means 16 in the C ABI
         # The largest payload one block may have (the daemon's t1.slot_bytes).
@@ -244,5 +250,8 @@ class Client:
         """Writes the `room` keys of the whole blocks of token array `ids` at `dest`."""
         n = self._lib.kvtier_keys_for(self._live(), uint32_pointer(ids), len(ids),
                                       self._key_ref(parent), dest, room)
+        if n == _ffi.KEYS_ERROR:
+            raise KvtierError(StatusCode.INVALID_ARGUMENT,
+                              self._lib.kvtier_last_error().decode("utf-8", "replace"))
         if n != room:  # the library's block size is the namespace's: never differs
             raise KvtierError(13, f"kvtier_keys_for returned {n} keys for {room} blocks")

@@ -1,4 +1,4 @@
-"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 4).
+"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 5).
 
 The structs and prototypes below mirror that header field for field; change them together.
 The library is found and loaded lazily by load(), so importing the package never fails for want
@@ -15,8 +15,10 @@ from typing import List, Optional
 
 from ._types import LibraryNotFoundError
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 LIBRARY_NAME = "libkvtier.so"
+KEYS_ERROR = ctypes.c_size_t(-1).value  # KVTIER_KEYS_ERROR: kvtier_keys_for failed
+KEY_SOURCE_TOKENS = 0  # KVTIER_KEY_SOURCE_TOKENS
 
 
 class Namespace(ctypes.Structure):
@@ -31,6 +33,17 @@ class Namespace(ctypes.Structure):
         ("tp_size", ctypes.c_uint32),
         ("lora_id", ctypes.c_char_p),
         ("cache_salt", ctypes.c_char_p),
+    ]
+
+
+class ConnectOptions(ctypes.Structure):
+    """kvtier_connect_options: set struct_bytes to its size; zeros are the defaults."""
+
+    _fields_ = [
+        ("struct_bytes", ctypes.c_uint32),
+        ("key_source", ctypes.c_uint32),
+        ("timeout_ms", ctypes.c_int32),
+        ("reserved", ctypes.c_uint32),
     ]
 
 
@@ -88,10 +101,14 @@ _c = ctypes
 # name: (restype, argtypes), in the header's order.
 _PROTOTYPES = {
     "kvtier_connect": (_c.c_int, [_c.c_char_p, _P(Namespace), _c.c_char_p, _P(_c.c_void_p)]),
+    "kvtier_connect_with": (_c.c_int, [
+        _c.c_char_p, _P(Namespace), _c.c_char_p, _P(ConnectOptions), _P(_c.c_void_p)]),
     "kvtier_close": (None, [_c.c_void_p]),
     "kvtier_last_error": (_c.c_char_p, []),
     "kvtier_keys_for": (
         _c.c_size_t, [_c.c_void_p, _P(_c.c_uint32), _c.c_size_t, _P(Key), _P(Key), _c.c_size_t]),
+    "kvtier_keys_for_engine_hashes": (
+        _c.c_int, [_c.c_void_p, _P(_c.c_uint64), _c.c_size_t, _P(Key), _P(Key)]),
     "kvtier_lookup": (
         _c.c_int, [_c.c_void_p, _P(Key), _c.c_size_t, _P(_c.c_size_t), _P(_c.c_uint8)]),
     "kvtier_lookup_many": (_c.c_int, [

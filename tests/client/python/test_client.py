@@ -319,6 +319,25 @@ class ClientWithoutDaemonTest(unittest.TestCase):
         self.assertIn(path, str(caught.exception))
         self.assertIsInstance(caught.exception, RuntimeError)
 
+    def test_connect_to_a_daemon_that_never_answers_times_out(self) -> None:
+        # A listening socket nobody accepts on or answers: a daemon stopped (SIGSTOP) or wedged.
+        import socket
+        directory = tempfile.mkdtemp(prefix="kvtier-py-silent-")
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "silent.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(listener.close)
+        listener.bind(path)
+        listener.listen(16)
+        start = time.monotonic()
+        with self.assertRaises(KvtierError) as caught:
+            kvtier.Client(path, model_id=MODEL, timeout_ms=200)
+        self.assertEqual(caught.exception.code, StatusCode.DEADLINE_EXCEEDED, caught.exception)
+        self.assertIn(path, caught.exception.message)
+        self.assertLess(time.monotonic() - start, 20)  # a hang guard, far above 200 ms
+        with self.assertRaisesRegex(ValueError, "timeout_ms: 0"):
+            kvtier.Client(path, model_id=MODEL, timeout_ms=0)
+
     def test_calls_after_the_daemon_stopped_raise_unavailable(self) -> None:
         daemon = Daemon()
         c = kvtier.Client(daemon.socket, model_id=MODEL)
