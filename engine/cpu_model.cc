@@ -1,0 +1,179 @@
+#include "engine/cpu_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/rope_config.h"
+#include "kernels/ops/attention.h"
+#include "kernels/ops/embedding.h"
+#include "kernels/ops/gemm.h"
+#include "kernels/ops/rms_norm.h"
+#include "kernels/ops/rope.h"
+#include "kernels/ops/swiglu.h"
+
+namespace kvtier::engine {
+
+namespace ref = ops::ref;
+
+// Per-call activations; every array is [n, ...] for the n tokens of the call.
+struct CpuModel::Scratch {
+  int64_t n = 0;
+  std::vector<int32_t> positions;    // [n]
+  std::vector<int64_t> token_slots;  // [n]  where each new token's K/V goes in the pool
+  std::vector<float> h;              // [n, hidden]  the current sublayer's input / output
+  std::vector<float> residual;       // [n, hidden]  the residual stream
+  std::vector<float> qkv;            // [n, q_dim + 2 kv_dim]
+  std::vector<float> q, k, v;        // [n, q_dim], [n, kv_dim], [n, kv_dim]
+  std::vector<float> attn;           // [n, q_dim]
+  std::vector<float> gate_up;        // [n, 2 intermediate]
+  std::vector<float> act;            // [n, intermediate]
+};
+
+absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(const std::string& dir) {
+  KVTIER_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  KVTIER_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
+  KVTIER_ASSIGN_OR_RETURN(HostWeights weights, LoadHostWeights(config, checkpoint));
+  return std::make_unique<CpuModel>(std::move(config), std::move(weights));
+}
+
+CpuModel::CpuModel(ModelConfig config, HostWeights weights)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      inv_freq_(RopeInvFreq(config_.rope, config_.head_dim)) {}
+
+ops::PagedKvGeometry CpuModel::KvGeometry(int64_t block_tokens) const {
+  return {.layers = config_.num_layers,
+          .block_tokens = block_tokens,
+          .kv_heads = config_.num_kv_heads,
+          .head_dim = config_.head_dim};
+}
+
+absl::Status CpuModel::Check(std::span<const int32_t> tokens, int64_t start,
+                             std::span<const int32_t> block_table, const CpuKvPool& pool) const {
+  if (tokens.empty()) return absl::InvalidArgumentError("Forward: no tokens");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || static_cast<uint32_t>(tokens[i]) >= config_.vocab_size) {
+      return absl::InvalidArgumentError(
+          fmt::format("token {} at index {} is outside the vocabulary of {} ({} tokens)", tokens[i],
+                      i, config_.name, config_.vocab_size));
+    }
+  }
+  const int64_t end = start + static_cast<int64_t>(tokens.size());
+  if (start < 0 || end > config_.max_position_embeddings) {
+    return absl::InvalidArgumentError(fmt::format(
+        "positions {}..{} exceed the context of {} ({} tokens, max_position_embeddings)", start,
+        end - 1, config_.name, config_.max_position_embeddings));
+  }
+  const ops::PagedKvGeometry& g = pool.geometry();
+  if (g.layers != config_.num_layers || g.kv_heads != config_.num_kv_heads ||
+      g.head_dim != config_.head_dim) {
+    return absl::InvalidArgumentError("Forward: the KV pool's geometry is not this model's");
+  }
+  const int64_t blocks = (end + g.block_tokens - 1) / g.block_tokens;
+  if (static_cast<int64_t>(block_table.size()) < blocks) {
+    return absl::InvalidArgumentError(
+        fmt::format("Forward: {} tokens need {} blocks; the block table has {}", end, blocks,
+                    block_table.size()));
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (block_table[b] < 0 || block_table[b] >= pool.num_slots()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "Forward: block table entry {} is slot {}, not in the pool", b, block_table[b]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CpuModel::Attention(int64_t layer, Scratch& s, int64_t start,
+                         std::span<const int32_t> block_table, CpuKvPool& pool) const {
+  const HostLayerWeights& w = weights_.layers[layer];
+  const int64_t n = s.n, hidden = config_.hidden_size, hd = config_.head_dim;
+  const int64_t q_dim = config_.q_dim(), kv_dim = config_.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
+  ref::Gemm(s.h.data(), w.qkv.data(), w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(), n, qkv_dim,
+            hidden, s.qkv.data());
+  for (int64_t i = 0; i < n; ++i) {  // split [q | k | v] rows into contiguous arrays
+    const float* row = s.qkv.data() + i * qkv_dim;
+    std::copy(row, row + q_dim, s.q.data() + i * q_dim);
+    std::copy(row + q_dim, row + q_dim + kv_dim, s.k.data() + i * kv_dim);
+    std::copy(row + q_dim + kv_dim, row + qkv_dim, s.v.data() + i * kv_dim);
+  }
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  if (config_.qk_norm) {  // Qwen3: per head, before RoPE
+    ref::RmsNorm(s.q.data(), w.q_norm.data(), n * config_.num_heads, hd, eps, s.q.data());
+    ref::RmsNorm(s.k.data(), w.k_norm.data(), n * config_.num_kv_heads, hd, eps, s.k.data());
+  }
+  ref::ApplyRope(s.q.data(), s.positions.data(), inv_freq_.data(), n, config_.num_heads, hd);
+  ref::ApplyRope(s.k.data(), s.positions.data(), inv_freq_.data(), n, config_.num_kv_heads, hd);
+  const ops::PagedKvGeometry& g = pool.geometry();
+  ref::WriteKv(s.k.data(), s.v.data(), s.token_slots.data(), n, g, layer, pool.data());
+  const ops::AttentionParams params{.kv = g,
+                                    .layer = layer,
+                                    .q_heads = config_.num_heads,
+                                    .scale = 1.0f / std::sqrt(static_cast<float>(hd)),
+                                    .sliding_window = config_.sliding_window};
+  const int32_t kv_len = static_cast<int32_t>(start + n);
+  const int64_t max_blocks = static_cast<int64_t>(block_table.size());
+  if (n == 1) {  // decode: the decode kernel's path
+    ref::AttentionDecode(params, s.q.data(), &kv_len, block_table.data(), max_blocks, 1,
+                         pool.data(), s.attn.data());
+  } else {
+    const int32_t q_indptr[2] = {0, static_cast<int32_t>(n)};
+    ref::AttentionPrefill(params, s.q.data(), q_indptr, &kv_len, block_table.data(), max_blocks, 1,
+                          pool.data(), s.attn.data());
+  }
+  ref::Gemm(s.attn.data(), w.o_proj.data(), nullptr, n, hidden, q_dim, s.h.data());
+}
+
+void CpuModel::Mlp(int64_t layer, Scratch& s) const {
+  const HostLayerWeights& w = weights_.layers[layer];
+  const int64_t n = s.n, hidden = config_.hidden_size, inter = config_.intermediate_size;
+  ref::Gemm(s.h.data(), w.gate_up.data(), nullptr, n, 2 * inter, hidden, s.gate_up.data());
+  ref::SiluAndMul(s.gate_up.data(), n, inter, s.act.data());
+  ref::Gemm(s.act.data(), w.down.data(), nullptr, n, hidden, inter, s.h.data());
+}
+
+absl::Status CpuModel::Forward(std::span<const int32_t> tokens, int64_t start,
+                               std::span<const int32_t> block_table, CpuKvPool& pool,
+                               bool all_logits, std::vector<float>* logits) const {
+  KVTIER_RETURN_IF_ERROR(Check(tokens, start, block_table, pool));
+  const int64_t n = static_cast<int64_t>(tokens.size()), hidden = config_.hidden_size;
+  const int64_t bt = pool.geometry().block_tokens;
+  Scratch s;
+  s.n = n;
+  for (int64_t i = 0; i < n; ++i) {
+    s.positions.push_back(static_cast<int32_t>(start + i));
+    s.token_slots.push_back(int64_t{block_table[(start + i) / bt]} * bt + (start + i) % bt);
+  }
+  s.h.resize(n * hidden);
+  s.residual.resize(n * hidden);
+  s.qkv.resize(n * (config_.q_dim() + 2 * config_.kv_dim()));
+  s.q.resize(n * config_.q_dim());
+  s.k.resize(n * config_.kv_dim());
+  s.v.resize(n * config_.kv_dim());
+  s.attn.resize(n * config_.q_dim());
+  s.gate_up.resize(n * 2 * config_.intermediate_size);
+  s.act.resize(n * config_.intermediate_size);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  ref::Embedding(tokens.data(), n, weights_.embed.data(), config_.vocab_size, hidden,
+                 s.residual.data());
+  ref::RmsNorm(s.residual.data(), weights_.layers[0].input_norm.data(), n, hidden, eps, s.h.data());
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    Attention(l, s, start, block_table, pool);
+    ref::FusedAddRmsNorm(s.h.data(), s.residual.data(), weights_.layers[l].post_norm.data(), n,
+                         hidden, eps);
+    Mlp(l, s);
+    const bool last = l + 1 == config_.num_layers;
+    const float* next_norm =
+        last ? weights_.final_norm.data() : weights_.layers[l + 1].input_norm.data();
+    ref::FusedAddRmsNorm(s.h.data(), s.residual.data(), next_norm, n, hidden, eps);
+  }
+  const int64_t rows = all_logits ? n : 1;
+  const float* from = s.h.data() + (n - rows) * hidden;
+  logits->resize(rows * config_.vocab_size);
+  ref::Gemm(from, weights_.output(), nullptr, rows, config_.vocab_size, hidden, logits->data());
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier::engine
