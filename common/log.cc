@@ -41,7 +41,47 @@ const char* LevelName(Level level) {
   }
 }
 
+// `message` with its control bytes as \xNN (backslashes stay: EscapeForLog already doubled those of
+// client text, and a message's own are the program's).
+std::string EscapeControls(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+bool HasControls(std::string_view message) {
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+std::string EscapeForLog(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (byte < 0x20 || byte >= 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 void SetLevel(Level level) { CurrentLevel().store(static_cast<int>(level)); }
 
@@ -54,6 +94,8 @@ void Write(Level level, std::string_view component, std::string_view message) {
   clock_gettime(CLOCK_REALTIME, &ts);
   tm utc;
   gmtime_r(&ts.tv_sec, &utc);
+  const std::string escaped = HasControls(message) ? EscapeControls(message) : std::string();
+  if (!escaped.empty()) message = escaped;
   // One fmt::format, one fwrite: lines from several threads never interleave.
   const std::string line =
       fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z {} [{}] {}\n", utc.tm_year + 1900,

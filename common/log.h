@@ -5,10 +5,15 @@
 //   KVTIER_LOG(kInfo, "t1", "segment of {} bytes on NUMA node {}", bytes, node);
 //
 // Thread-safe. Messages below the current level are not formatted.
+//
+// Text from outside the process (a client's model_id or client_name, a path it named) goes through
+// EscapeForLog before it is formatted into a message, so a client can never start a line of its
+// own. Write also escapes any control byte left in a message, so no call site can forge a line.
 #pragma once
 
 #include <fmt/format.h>
 
+#include <string>
 #include <string_view>
 
 namespace kvtier::log {
@@ -20,7 +25,13 @@ enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
 void SetLevel(Level level);
 bool Enabled(Level level);
 // Writes one line. `component` names the part ("t1", "t2", "daemon").
+// Control bytes in `message` (newline included) are written as \xNN: one call, one line.
 void Write(Level level, std::string_view component, std::string_view message);
+
+// `text` with every byte outside printable ASCII (control bytes, DEL, bytes >= 0x80) as \xNN and
+// backslash as \\: one unambiguous line of ASCII, whatever bytes a client sent. For log lines and
+// metric label values built from client-supplied strings.
+std::string EscapeForLog(std::string_view text);
 
 }  // namespace kvtier::log
 

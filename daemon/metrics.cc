@@ -85,6 +85,17 @@ int OnCivetwebLog(const mg_connection* /*connection*/, const char* message) {
   return 1;  // handled: civetweb writes nothing to stderr itself
 }
 
+// civetweb's options (civetweb 1.15 names). request_timeout_ms bounds how long a connection that
+// sends nothing, or sends its request slowly, holds a thread (civetweb's default: 30 s); keep-alive
+// stays off (its default), so an answered connection is closed and holds nothing.
+std::vector<std::string> CivetwebOptions(const std::string& listen_address,
+                                         const MetricsHttpOptions& http) {
+  return {"listening_ports",    listen_address,
+          "num_threads",        std::to_string(http.threads),
+          "request_timeout_ms", std::to_string(http.request_timeout_ms),
+          "enable_keep_alive",  "no"};
+}
+
 }  // namespace
 
 std::vector<double> TransferSecondsBuckets() {
@@ -165,20 +176,27 @@ void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r, TierMask ti
 }
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create(
-    const std::string& listen_address, TierMask tiers) {
+    const std::string& listen_address, TierMask tiers, const MetricsHttpOptions& http) {
   std::unique_ptr<DaemonMetrics> metrics(new DaemonMetrics(tiers | TierBit(Tier::kT1)));
-  if (!listen_address.empty()) KVTIER_RETURN_IF_ERROR(metrics->Serve(listen_address));
+  if (!listen_address.empty()) KVTIER_RETURN_IF_ERROR(metrics->Serve(listen_address, http));
   return metrics;
 }
 
-absl::Status DaemonMetrics::Serve(const std::string& listen_address) {
+absl::Status DaemonMetrics::Serve(const std::string& listen_address,
+                                  const MetricsHttpOptions& http) {
   KVTIER_RETURN_IF_ERROR(CheckAddress(listen_address));
+  if (http.threads == 0 || http.request_timeout_ms == 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("metrics endpoint: threads ({}) and request_timeout_ms ({}) must be > 0",
+                    http.threads, http.request_timeout_ms));
+  }
   CivetCallbacks callbacks;
   callbacks.log_message = &OnCivetwebLog;
   std::string reason;
   startup_log = &reason;
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(listen_address, /*num_threads=*/2, &callbacks);
+    exposer_ =
+        std::make_unique<prometheus::Exposer>(CivetwebOptions(listen_address, http), &callbacks);
   } catch (const std::exception& e) {
     if (reason.empty()) reason = e.what();
   }

@@ -13,9 +13,11 @@
 //    from TierManager::Stats() and TierStats when Prometheus scrapes (WatchTiers), so nothing goes
 //    stale, nothing is counted twice, and there is no polling thread.
 //
-// The HTTP endpoint is prometheus-cpp's exposer (civetweb, two serving threads), bound to the
-// configured address; loopback by default because the page says how busy each tier is and nothing
-// more is needed by a local Prometheus or node agent.
+// The HTTP endpoint is prometheus-cpp's exposer (civetweb), bound to the configured address;
+// loopback by default because the page says how busy each tier is and nothing more is needed by a
+// local Prometheus or node agent. Each connection holds one of its threads until it has sent its
+// request and taken the answer, or until the request timeout: with civetweb's defaults (2 threads,
+// 30 s) two idle connections made every scrape time out, so both are MetricsHttpOptions.
 //
 // Thread-safety: every method may be called from any thread at any time, concurrently with
 // scrapes. Lifetime: WatchTiers(nullptr) must be called (or the DaemonMetrics destroyed) before
@@ -49,6 +51,17 @@ class MetricsCollector;
 }
 
 inline constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9464";
+
+// How the endpoint serves connections (docs/configuration.md, [metrics]).
+struct MetricsHttpOptions {
+  // Connections served at once; more wait for a thread. Idle or slow peers each hold one for at
+  // most request_timeout_ms, so a scrape waits at most about
+  // ceil(peers ahead of it / threads) * request_timeout_ms.
+  uint32_t threads = 8;
+  // A connection must send its whole request within this, and each answer's write must finish
+  // within it; then it is closed. Keep-alive stays off: one request per connection.
+  uint32_t request_timeout_ms = 2000;
+};
 
 // Request latency series (kvtier_transfer_seconds{op}). Moves between tiers have their own series
 // (op = promote or demote, with a direction), fed by ObserveTierMove.
@@ -87,8 +100,10 @@ class DaemonMetrics {
   // `tiers`: the tiers the daemon runs (T1 always); the tier-move latency series exist for moves
   // between those only. Errors: InvalidArgument for an address that is not host:port, Unavailable
   // when the address cannot be bound (in use, not a local address); both name the address.
+  // `http`: threads > 0 and request_timeout_ms > 0, else InvalidArgument.
   static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Create(const std::string& listen_address,
-                                                               TierMask tiers = TierBit(Tier::kT1));
+                                                               TierMask tiers = TierBit(Tier::kT1),
+                                                               const MetricsHttpOptions& http = {});
   // Stops the HTTP server (waiting for a scrape in progress) before anything it reads goes away.
   ~DaemonMetrics();
   DaemonMetrics(const DaemonMetrics&) = delete;
@@ -121,7 +136,7 @@ class DaemonMetrics {
   explicit DaemonMetrics(TierMask tiers);
   void RegisterLookupMetrics(prometheus::Registry& r);
   void RegisterTransferMetrics(prometheus::Registry& r, TierMask tiers);
-  absl::Status Serve(const std::string& listen_address);
+  absl::Status Serve(const std::string& listen_address, const MetricsHttpOptions& http);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<internal::MetricsCollector> collector_;  // registry_ + tier snapshots

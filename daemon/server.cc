@@ -18,6 +18,7 @@
 #include "client/protocol/region_layout.h"
 #include "common/errno_text.h"
 #include "common/log.h"
+#include "daemon/accept_backoff.h"
 #include "kernels/gpu_runtime.h"
 #include "tiers/device_tier.h"
 
@@ -47,8 +48,21 @@ struct Connection {
   std::string who;  // for logs
 };
 
-uint32_t Granted(uint32_t asked, uint32_t fallback, uint32_t most) {
-  return std::min(asked == 0 ? fallback : asked, most);
+// What a Hello asks for (`field`), within the limit `most` set by config key `key`; 0: `fallback`.
+absl::StatusOr<uint32_t> Granted(const char* field, uint32_t asked, uint32_t fallback,
+                                 uint32_t most, const char* key) {
+  if (asked == 0) return fallback;
+  if (asked > most) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "Hello asks for {} = {}; this daemon allows at most {} ({})", field, asked, most, key));
+  }
+  return asked;
+}
+
+// "pid 12 uid 1000, 'name', model 'id'" for log lines; the client's text escaped (common/log.h).
+std::string Describe(const ucred& cred, const protocol::Hello& hello) {
+  return fmt::format("pid {} uid {}, '{}', model '{}'", cred.pid, cred.uid,
+                     log::EscapeForLog(hello.client_name), log::EscapeForLog(hello.ns.model_id));
 }
 
 void SendError(int fd, absl::StatusCode code, const std::string& message) {
@@ -60,7 +74,13 @@ void SendError(int fd, absl::StatusCode code, const std::string& message) {
 class Server::Impl {
  public:
   Impl(const ServerOptions& options, Service& service)
-      : options_(options), service_(service), acceptor_(io_), guard_(io_.get_executor()) {}
+      : options_(options),
+        service_(service),
+        acceptor_(io_),
+        accept_timer_(io_),
+        guard_(io_.get_executor()) {}
+  // The limits of ServerOptions against the defaults and the protocol's maxima.
+  absl::Status CheckLimits() const;
   absl::Status Bind();
   // Fills t0_ from the service's T0 (when it has one), once: every Welcome carries it.
   absl::Status DescribeT0();
@@ -73,11 +93,15 @@ class Server::Impl {
 
  private:
   void Accept();
+  // Waits (AcceptBackoff) before accepting again.
+  void AcceptFailed(const boost::system::error_code& ec);
   void OnAccepted(Local::socket socket);
   bool Allowed(const ucred& cred) const;
   void ReadHello(const std::shared_ptr<Handshake>& h);
   void OnHello(const std::shared_ptr<Handshake>& h);
   absl::Status Welcome(const std::shared_ptr<Handshake>& h, const protocol::Hello& hello);
+  // The region a Hello gets, or ResourceExhausted when it asks for more than the limits.
+  absl::StatusOr<protocol::RegionLayout> LayoutFor(const protocol::Hello& hello) const;
   void Watch(uint64_t id);
   void Close(uint64_t id, const std::string& reason, bool send_error);
 
@@ -85,6 +109,8 @@ class Server::Impl {
   Service& service_;
   asio::io_context io_;
   Local::acceptor acceptor_;
+  asio::steady_timer accept_timer_;  // the wait after a failed accept
+  AcceptBackoff accept_backoff_;     // io thread only
   asio::executor_work_guard<asio::io_context::executor_type> guard_;
   std::thread thread_;
   std::map<uint64_t, std::shared_ptr<Connection>> connections_;  // io thread only
@@ -117,6 +143,25 @@ absl::Status Server::Impl::DescribeT0() {
   t0_.t0_ipc_handle = t0->ipc_handle().bytes;
   KVTIER_LOG(kInfo, "server", "clients on GPU {} ({}) may map T0: {} slots of {} bytes",
              t0->device(), info->pci_bus_id, t0_.t0_slots, t0_.t0_slot_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Server::Impl::CheckLimits() const {
+  const ServerOptions& o = options_;
+  if (o.max_ring_entries < std::max(o.sq_entries, o.cq_entries) ||
+      o.max_ring_entries > protocol::kMaxRingEntries) {
+    return absl::InvalidArgumentError(
+        fmt::format("daemon.max_ring_entries: {} is not in [{}, {}]", o.max_ring_entries,
+                    std::max(o.sq_entries, o.cq_entries), protocol::kMaxRingEntries));
+  }
+  if (o.max_arena_bytes < o.arena_bytes || o.max_arena_bytes > protocol::kMaxArenaBytes) {
+    return absl::InvalidArgumentError(fmt::format("daemon.max_arena_bytes: {} is not in [{}, {}]",
+                                                  o.max_arena_bytes, o.arena_bytes,
+                                                  protocol::kMaxArenaBytes));
+  }
+  if (o.max_connections == 0) {
+    return absl::InvalidArgumentError("daemon.max_connections: must be > 0");
+  }
   return absl::OkStatus();
 }
 
@@ -161,9 +206,22 @@ absl::Status Server::Impl::Bind() {
 void Server::Impl::Accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, Local::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) OnAccepted(std::move(socket));
-    if (ec) KVTIER_LOG(kWarn, "server", "accept failed: {}", ec.message());
+    if (ec) return AcceptFailed(ec);
+    const std::string recovered = accept_backoff_.Succeeded(AcceptBackoff::Clock::now());
+    if (!recovered.empty()) KVTIER_LOG(kWarn, "server", "{}", recovered);
+    OnAccepted(std::move(socket));
     Accept();
+  });
+}
+
+void Server::Impl::AcceptFailed(const boost::system::error_code& ec) {
+  std::string line;
+  const std::chrono::milliseconds wait =
+      accept_backoff_.Failed(AcceptBackoff::Clock::now(), ec.message(), &line);
+  if (!line.empty()) KVTIER_LOG(kWarn, "server", "{}", line);
+  accept_timer_.expires_after(wait);
+  accept_timer_.async_wait([this](boost::system::error_code timer_ec) {
+    if (!timer_ec && acceptor_.is_open()) Accept();
   });
 }
 
@@ -261,21 +319,36 @@ void Server::Impl::OnHello(const std::shared_ptr<Handshake>& h) {
   absl::StatusOr<protocol::Hello> hello = protocol::DecodeHello(h->payload);
   absl::Status status = hello.ok() ? Welcome(h, *hello) : hello.status();
   if (!status.ok()) {
-    KVTIER_LOG(kWarn, "server", "client pid {} refused: {}", h->cred.pid,
-               std::string(status.message()));
+    const std::string who = hello.ok() ? Describe(h->cred, *hello)
+                                       : fmt::format("pid {} uid {}", h->cred.pid, h->cred.uid);
+    KVTIER_LOG(kWarn, "server", "client {} refused: {}", who,
+               log::EscapeForLog(std::string(status.message())));
     SendError(h->socket.native_handle(), status.code(), std::string(status.message()));
   }
 }
 
+absl::StatusOr<protocol::RegionLayout> Server::Impl::LayoutFor(const protocol::Hello& hello) const {
+  const uint32_t rings = options_.max_ring_entries;
+  KVTIER_ASSIGN_OR_RETURN(uint32_t sq, Granted("sq_entries", hello.sq_entries, options_.sq_entries,
+                                               rings, "daemon.max_ring_entries"));
+  KVTIER_ASSIGN_OR_RETURN(uint32_t cq, Granted("cq_entries", hello.cq_entries, options_.cq_entries,
+                                               rings, "daemon.max_ring_entries"));
+  KVTIER_ASSIGN_OR_RETURN(uint32_t arena,
+                          Granted("arena_bytes", hello.arena_bytes, options_.arena_bytes,
+                                  options_.max_arena_bytes, "daemon.max_arena_bytes"));
+  return protocol::ComputeLayout(sq, cq, arena);
+}
+
 absl::Status Server::Impl::Welcome(const std::shared_ptr<Handshake>& h,
                                    const protocol::Hello& hello) {
+  if (connections_.size() >= options_.max_connections) {
+    return absl::ResourceExhaustedError(
+        fmt::format("{} clients are connected, the most this daemon serves "
+                    "(daemon.max_connections); try again when one has gone",
+                    connections_.size()));
+  }
+  KVTIER_ASSIGN_OR_RETURN(protocol::RegionLayout layout, LayoutFor(hello));
   KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, service_.Open(hello.ns));
-  KVTIER_ASSIGN_OR_RETURN(
-      protocol::RegionLayout layout,
-      protocol::ComputeLayout(
-          Granted(hello.sq_entries, options_.sq_entries, protocol::kMaxRingEntries),
-          Granted(hello.cq_entries, options_.cq_entries, protocol::kMaxRingEntries),
-          Granted(hello.arena_bytes, options_.arena_bytes, protocol::kMaxArenaBytes)));
   KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<protocol::ShmRegion> region,
                           protocol::ShmRegion::Create(layout));
   KVTIER_ASSIGN_OR_RETURN(protocol::EventFd daemon_bell, protocol::EventFd::Create());
@@ -293,8 +366,7 @@ absl::Status Server::Impl::Welcome(const std::shared_ptr<Handshake>& h,
       protocol::SendFrame(h->socket.native_handle(), protocol::EncodeWelcome(welcome), fds));
   const uint64_t id = next_id_++;
   auto conn = std::make_shared<Connection>(std::move(h->socket));
-  conn->who = fmt::format("client {} (pid {} uid {}, '{}', model '{}')", id, h->cred.pid,
-                          h->cred.uid, hello.client_name, hello.ns.model_id);
+  conn->who = fmt::format("client {} ({})", id, Describe(h->cred, hello));
   KVTIER_ASSIGN_OR_RETURN(
       conn->data,
       ClientConnection::Start(service_, session, std::move(region), std::move(daemon_bell),
@@ -347,6 +419,7 @@ void Server::Impl::Stop() {
   asio::post(io_, [this, &done] {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
+    accept_timer_.cancel();
     while (!connections_.empty()) Close(connections_.begin()->first, "daemon stopping", false);
     guard_.reset();
     done.set_value();
@@ -362,6 +435,7 @@ void Server::Impl::Stop() {
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       Service& service) {
   auto impl = std::make_unique<Impl>(options, service);
+  KVTIER_RETURN_IF_ERROR(impl->CheckLimits());
   KVTIER_RETURN_IF_ERROR(impl->DescribeT0());
   KVTIER_RETURN_IF_ERROR(impl->Bind());
   impl->Run();

@@ -8,9 +8,14 @@
 // After Welcome the socket carries nothing more in this protocol version: the daemon watches it
 // only to learn that the client is gone (end of stream, however the process died), and then
 // closes the client's session, which gives back its leases and open puts. Any bytes the client
-// sends after Hello, a Hello that does not decode, a client that is not allowed, or one too slow
-// to say Hello get an Error frame with the reason, a log line, and a closed socket; other clients
-// never notice.
+// sends after Hello, a Hello that does not decode or asks for more than the limits allow, a client
+// that is not allowed, or one too slow to say Hello get an Error frame with the reason, a log line,
+// and a closed socket; other clients never notice. Client-supplied text reaches the log only
+// through EscapeForLog (common/log.h).
+//
+// An accept that fails (out of file descriptors) is retried after a growing wait, with a log line
+// per interval rather than per failure (accept_backoff.h); the queued clients are served once
+// descriptors come back.
 //
 // Access. A peer is allowed if its uid is the daemon's own, 0, or in allowed_uids, or one of its
 // groups (primary, or supplementary from the user database) is in allowed_gids; the socket file's
@@ -38,11 +43,18 @@ struct ServerOptions {
   uint32_t socket_mode = 0660;  // file mode of the socket
   std::vector<uid_t> allowed_uids;
   std::vector<gid_t> allowed_gids;
-  // Ring and arena sizes a client gets when its Hello asks for 0; what it asks for is capped at
-  // the protocol's maxima (client/protocol/wire_format.h).
+  // Ring and arena sizes a client gets when its Hello asks for 0.
   uint32_t sq_entries = 256;
   uint32_t cq_entries = 256;
   uint32_t arena_bytes = 2u << 20;
+  // What one client may take (each connection costs a thread and a shared region of its rings and
+  // arena): a Hello asking for more entries per ring or more arena bytes, or one arriving while
+  // max_connections clients are connected, is refused with ResourceExhausted naming the limit,
+  // never trimmed. The maxima must be at least the defaults above and at most the protocol's
+  // (client/protocol/wire_format.h); Start checks.
+  uint32_t max_ring_entries = 4096;
+  uint32_t max_arena_bytes = 64u << 20;
+  uint32_t max_connections = 256;
   int hello_timeout_ms = 5000;  // a client must say Hello within this
   ClientConnectionOptions connection;
 };
