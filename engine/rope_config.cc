@@ -41,6 +41,16 @@ absl::Status ReadType(const JsonFields& p, const char* where, RopeConfig* rope) 
       "field \"{}\" has rope type \"{}\"; supported: \"default\", \"llama3\"", where, *type));
 }
 
+// Rotating only part of each head (partial_rotary_factor < 1, as in Phi or GLM) is another model.
+absl::Status CheckFullRotary(const JsonFields& p, const char* where) {
+  KVTIER_ASSIGN_OR_RETURN(std::optional<double> partial, p.OptionalNumber("partial_rotary_factor"));
+  if (partial && *partial != 1.0) {
+    return p.Error(fmt::format("field \"{}partial_rotary_factor\" is {}; only 1 is supported",
+                               where, *partial));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadNested(const JsonFields& f, const char* field, const JsonFields& nested,
                         RopeConfig* rope) {
   for (const auto& [key, value] : nested.json().items()) {
@@ -65,6 +75,8 @@ absl::Status ReadRopeConfig(const JsonFields& f, RopeConfig* rope) {
   const Json& params = f.Has(field) ? f.json()[field] : empty;
   JsonFields nested(f.path(), params);
   KVTIER_RETURN_IF_ERROR(ReadNested(f, field, nested, rope));
+  KVTIER_RETURN_IF_ERROR(CheckFullRotary(f, ""));
+  KVTIER_RETURN_IF_ERROR(CheckFullRotary(nested, "rope_parameters."));
   KVTIER_ASSIGN_OR_RETURN(std::optional<double> inner_theta, nested.OptionalNumber("rope_theta"));
   if (inner_theta && top_theta && *inner_theta != *top_theta) {
     return f.Error(fmt::format("field \"rope_theta\" {} disagrees with \"{}\".rope_theta {}",

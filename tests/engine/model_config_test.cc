@@ -107,6 +107,8 @@ TEST(EngineModelConfigTest, EveryUnsupportedOrInconsistentFieldIsAClearError) {
          c["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e4}}}};
        },
        "field \"rope_parameters\" holds per-layer-type parameters (\"full_attention\")"},
+      {[](Json& c) { c["rope_parameters"]["partial_rotary_factor"] = 0.5; },
+       "field \"rope_parameters.partial_rotary_factor\" is 0.5; only 1 is supported"},
       {[](Json& c) { c["hidden_act"] = "gelu"; },
        "field \"hidden_act\" is \"gelu\"; only \"silu\" is supported"},
       {[](Json& c) { c["mlp_bias"] = true; }, "field \"mlp_bias\" is true; not supported"},
