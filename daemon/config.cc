@@ -14,6 +14,7 @@ namespace {
 
 constexpr size_t kMaxSocketPath = 107;  // sizeof(sockaddr_un::sun_path) - 1
 constexpr uint64_t kMaxT2SlotBytes = uint64_t{1} << 30;
+constexpr uint32_t kMaxFlushOnStopSeconds = 3600;
 
 absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
 
@@ -75,6 +76,10 @@ void ValidateDaemon(const DaemonConfig& c, Checks& checks) {
   if (c.daemon.spin_threads > 4096) {
     checks.Add(
         Invalid(fmt::format("daemon.spin_threads: {} is more than 4096", c.daemon.spin_threads)));
+  }
+  if (c.daemon.flush_on_stop_seconds > kMaxFlushOnStopSeconds) {
+    checks.Add(Invalid(fmt::format("daemon.flush_on_stop_seconds: {} is more than {} (one hour)",
+                                   c.daemon.flush_on_stop_seconds, kMaxFlushOnStopSeconds)));
   }
   if (c.daemon.spin_us > 1'000'000) {
     checks.Add(Invalid(

@@ -44,6 +44,11 @@ struct DaemonSettings {
   std::vector<std::string> allowed_groups;
   std::vector<uid_t> allowed_uids;
   std::vector<gid_t> allowed_gids;
+  // At SIGTERM/SIGINT, after the clients are closed, T1's blocks with no T2 copy are written to T2
+  // (the tier manager's FlushT1), for at most flush_on_stop_seconds, so a clean restart finds
+  // them. Without a T2 it does nothing. docs/configuration.md gives the trade-off.
+  bool flush_on_stop = true;
+  uint32_t flush_on_stop_seconds = 30;  // <= 3600
   log::Level log_level = log::Level::kInfo;
   std::string log_file;     // empty: stderr; else appended to, reopened on SIGHUP
   std::string record_file;  // empty: off; else every lookup as a replay-format trace line

@@ -37,6 +37,13 @@ std::vector<ConfigKey> DaemonKeys() {
       Text("daemon.record_file",
            "Write every lookup here as a replay-format trace line (also --record); empty: off",
            KVTIER_FIELD(daemon.record_file)),
+      Bool("daemon.flush_on_stop",
+           "At SIGTERM/SIGINT, write T1's blocks that have no T2 copy to T2, so a clean restart "
+           "finds them (needs t2.enabled); stopping takes longer",
+           KVTIER_FIELD(daemon.flush_on_stop)),
+      Uint("daemon.flush_on_stop_seconds",
+           "Most seconds flush_on_stop may take (<= 3600); blocks not written by then are lost",
+           KVTIER_FIELD(daemon.flush_on_stop_seconds)),
       Bool("daemon.verify_puts",
            "put_commit checks every payload against the client's checksum before publishing it",
            KVTIER_FIELD(daemon.verify_puts)),

@@ -6,10 +6,12 @@
 //   recorder) -> control socket.
 //
 // Stop order is the reverse: stop accepting and close every client (each after its gets in
-// flight finish, giving back leases and open puts), the metrics page stops reading the tiers,
-// the tier manager finishes moves in flight (still reporting them) and closes T2 with its
-// metadata flushed — so a SIGTERM'd daemon restarts with every block it had committed to T2 —
-// and last the metrics endpoint stops.
+// flight finish, giving back leases and open puts); with daemon.flush_on_stop (and a T2), write
+// T1's blocks that have no T2 copy to T2, for at most daemon.flush_on_stop_seconds; the metrics
+// page stops reading the tiers, the tier manager finishes moves in flight (still reporting them)
+// and closes T2 with its metadata flushed — so a SIGTERM'd daemon restarts with every block it had
+// committed to T2, and with flush_on_stop every block it held — and last the metrics endpoint
+// stops.
 //
 // Thread-safety: Start and the destructor from one thread; Run blocks that thread.
 #pragma once

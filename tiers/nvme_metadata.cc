@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
@@ -97,6 +98,19 @@ class RocksLogger final : public rocksdb::Logger {
   }
 };
 
+// Turns RocksDB's own recovery from a full disk off, so that the tier's probe (Probe: Resume, then
+// a put) is the one recovery and works as soon as room is back. RocksDB's would hand the error to
+// its SstFileManager, which polls the free space every 5 s and, while it waits, answers every
+// manual Resume with "Resource busy": admission came back up to 5 s after the disk had room.
+class ManualRecovery final : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/, rocksdb::Status bg_error,
+                            bool* auto_recovery) override {
+    bg_error.PermitUncheckedError();
+    *auto_recovery = false;
+  }
+};
+
 }  // namespace
 
 NvmeMetadata::NvmeMetadata(rocksdb::DB* db, bool sync, std::string layout)
@@ -121,6 +135,10 @@ absl::StatusOr<std::unique_ptr<NvmeMetadata>> NvmeMetadata::Open(const std::stri
   // nearly full disk; without it, a full disk shows as a failed put, which stops admission.
   options.write_buffer_size = 16 << 20;
   options.allow_fallocate = false;
+  // The probe resumes the database after a failed write (ManualRecovery above); RocksDB's own
+  // retries of other retryable errors would make that Resume "busy" as well.
+  options.listeners.push_back(std::make_shared<ManualRecovery>());
+  options.max_bgerror_resume_count = 0;
   // RocksDB would create the directory too, but logs an error first when it is missing.
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

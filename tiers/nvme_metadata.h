@@ -60,8 +60,11 @@ class NvmeMetadata {
   // Puts every record in one atomic batch (one WAL write, one sync).
   absl::Status PutBatch(const std::vector<StoredRecord>& records);
   absl::Status Delete(const BlockKey& key, SlotId slot);
-  // Rewrites the layout stamp with a synced put: OK when the database takes writes again (after a
-  // full disk). Counts as a put for the caller's failure accounting.
+  // Rewrites the layout stamp with a synced put, resuming the database first when a failed write
+  // stopped it: OK when the database takes writes again (after a full disk). RocksDB's own
+  // recovery is off (it polled every 5 s and made a manual resume "busy" meanwhile), so this is
+  // what brings it back, as soon as there is room. Counts as a put for the caller's failure
+  // accounting.
   absl::Status Probe();
 
   // Calls `visit` (on the calling thread) for every well-formed record, in key order, without

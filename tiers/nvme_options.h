@@ -51,8 +51,10 @@ struct NvmeTierOptions {
   uint32_t verify_threads = 0;
   // While admission is stopped (disk full, failed metadata write), an Allocate at most this often
   // probes whether room came back: it reserves the next free slot's range with fallocate and
-  // rewrites one metadata entry; on success admission resumes. 0 probes on every Allocate.
-  uint32_t admission_probe_interval_ms = 5000;
+  // rewrites one metadata entry; on success admission resumes. 0 probes on every Allocate. A probe
+  // of a full disk fails fast (one fallocate, one failed put), so a short interval costs little
+  // and bounds how long admission stays off after room came back.
+  uint32_t admission_probe_interval_ms = 200;
 
   // OK, or every problem, one per line, each naming its setting, e.g.
   // "t2.directories[1]: /data/x does not exist"; the code is the first problem's

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <system_error>
 
 #include "common/log.h"
 #include "tiers/nvme_metadata.h"
@@ -18,6 +20,9 @@ namespace kvtier {
 namespace {
 
 constexpr size_t kMaxFixedBuffer = size_t{1} << 30;
+// Failed admission probes (one per admission_probe_interval_ms while the disk is full) are logged
+// at most this often.
+constexpr auto kProbeLogInterval = std::chrono::seconds(30);
 
 // The registered ranges cut into <= 1 GiB iovecs (the kernel's limit for one fixed buffer).
 std::vector<iovec> FixedBuffers(const std::vector<RegisteredRange>& ranges) {
@@ -48,10 +53,21 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(const NvmeTierOptions& 
                                                          const T2RecoveryVisitor& visitor) {
   KVTIER_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<NvmeTier> tier(new NvmeTier(options));
-  KVTIER_RETURN_IF_ERROR(tier->OpenFilesAndMetadata());
-  KVTIER_RETURN_IF_ERROR(tier->Recover(visitor));
-  KVTIER_RETURN_IF_ERROR(tier->StartRings());
-  return tier;
+  absl::Status status = tier->OpenFilesAndMetadata();
+  if (status.ok()) status = tier->Recover(visitor);
+  if (status.ok()) status = tier->StartRings();
+  if (status.ok()) return tier;
+  // What this failed start created goes again, so that the next start finds the directories as
+  // they were; files that were there before (and may hold blocks) stay.
+  const std::vector<std::string> created = tier->created_;
+  tier.reset();  // closes the files and RocksDB first
+  for (const std::string& path : created) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    KVTIER_LOG(kInfo, "t2", "start failed: removed {}, created by it{}", path,
+               ec ? fmt::format(" (failed: {})", ec.message()) : "");
+  }
+  return status;
 }
 
 absl::Status NvmeTier::OpenFilesAndMetadata() {
@@ -60,9 +76,13 @@ absl::Status NvmeTier::OpenFilesAndMetadata() {
     KVTIER_ASSIGN_OR_RETURN(
         auto file, SlotFile::Open(options_.directories[d], file_bytes, options_.preallocate,
                                   fmt::format("t2.directories[{}]", d)));
+    if (file->created()) created_.push_back(file->path());
     files_.push_back(std::move(file));
   }
   const SlotLayout layout{options_.slot_bytes, num_dirs_, options_.SlotsPerDirectory()};
+  if (!std::filesystem::exists(options_.MetadataDirectory())) {
+    created_.push_back(options_.MetadataDirectory());
+  }
   KVTIER_ASSIGN_OR_RETURN(
       metadata_, NvmeMetadata::Open(options_.MetadataDirectory(),
                                     options_.durability == T2Durability::kFdatasync, layout));
@@ -220,10 +240,17 @@ void NvmeTier::MaybeProbeAdmission() {
   std::lock_guard<std::mutex> lock(mu_);
   probing_ = false;
   if (!status.ok()) {
-    KVTIER_LOG(kWarn, "t2", "still not admitting: probe of slot {}: {}", candidate,
-               status.ToString());
+    ++failed_probes_unlogged_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_probe_log_ >= kProbeLogInterval) {
+      KVTIER_LOG(kWarn, "t2", "still not admitting: {} failed probes, the last of slot {}: {}",
+                 failed_probes_unlogged_, candidate, status.ToString());
+      last_probe_log_ = now;
+      failed_probes_unlogged_ = 0;
+    }
     return;
   }
+  failed_probes_unlogged_ = 0;
   admitting_ = true;
   ++admission_resumes_;
   KVTIER_LOG(kInfo, "t2", "admitting again: slot {}'s range reserved and a metadata put succeeded",

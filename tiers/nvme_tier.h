@@ -22,16 +22,19 @@
 // (Allocate → Unavailable, Stats().admitting = false); the write's `done` gets the error. While
 // stopped, an Allocate at most every options.admission_probe_interval_ms probes for room: it
 // reserves the byte range of the slot it would hand out next (fallocate) and rewrites the layout
-// stamp in RocksDB (synced); if both succeed admission resumes and the Allocate goes on. Each stop,
-// probe and resume is counted in Stats() and logged. Any other failed write, any failed read and
+// stamp in RocksDB (synced, resuming RocksDB first); if both succeed admission resumes and the
+// Allocate goes on. Each stop, probe and resume is counted in Stats(); stops and resumes are
+// logged, failed probes once per 30 s with their count. Any other failed write, any failed read and
 // any failed record delete retires the slot: it is not reused after its Free. Every failure is
 // counted and logged; reads of other blocks go on.
 //
 // Buffers. `src`/`dst` must be aligned to 4096 and have room for payload_bytes rounded up to 4096
-// (at most slot_bytes): O_DIRECT moves whole 4 KiB blocks. Inside options.registered_ranges a
-// transfer uses a fixed buffer (one DMA, no per-I/O pinning); outside it falls back to a plain
-// O_DIRECT read/write, which is correct but pins pages per I/O (for tests and tools; the daemon
-// registers its T1 segment). A misaligned buffer gets InvalidArgument.
+// (at most slot_bytes): O_DIRECT moves whole 4 KiB blocks. A write stores src's bytes up to that
+// boundary as they are: the caller zeroes the padding past payload_bytes (the tier manager does),
+// so that no stale bytes of an earlier user of the buffer reach the disk. Inside
+// options.registered_ranges a transfer uses a fixed buffer (one DMA, no per-I/O pinning); outside
+// it falls back to a plain O_DIRECT read/write, which is correct but pins pages per I/O (for tests
+// and tools; the daemon registers its T1 segment). A misaligned buffer gets InvalidArgument.
 //
 // Thread-safety: every method may be called from any thread. `done` runs on the directory's
 // completion thread or, for a read of over 64 KiB, on a verify thread (inline on the caller's
@@ -67,7 +70,9 @@ class NvmeTier final : public StorageTier {
  public:
   // Validates `options`, opens (or creates) the slot files and the metadata database, rebuilds the
   // slot table from RocksDB without reading payloads (warm restart; the time and rate are logged),
-  // hands every recovered block to `visitor` (may be null), and starts the rings.
+  // hands every recovered block to `visitor` (may be null), and starts the rings. On failure the
+  // slot files and metadata directory this call created are removed again (a partly reserved
+  // file would refuse the next start); those that existed before are left as they were.
   static absl::StatusOr<std::unique_ptr<NvmeTier>> Open(const NvmeTierOptions& options,
                                                         const T2RecoveryVisitor& visitor);
   // Waits for in-flight I/O (its `done`s run), then closes everything.
@@ -149,7 +154,11 @@ class NvmeTier final : public StorageTier {
   bool admitting_ = true;     // guarded by mu_
   bool probing_ = false;      // a probe is running; guarded by mu_
   std::chrono::steady_clock::time_point last_probe_;  // guarded by mu_
-  uint64_t retired_ = 0;                              // slots with retired set; guarded by mu_
+  // The last "still not admitting" line and the failed probes since: one line per
+  // kProbeLogInterval, not one per probe. Guarded by mu_.
+  std::chrono::steady_clock::time_point last_probe_log_;
+  uint64_t failed_probes_unlogged_ = 0;
+  uint64_t retired_ = 0;  // slots with retired set; guarded by mu_
   uint64_t admission_stops_ = 0, admission_probes_ = 0, admission_resumes_ = 0;  // guarded by mu_
 
   std::atomic<uint64_t> next_epoch_{1};
@@ -157,6 +166,8 @@ class NvmeTier final : public StorageTier {
   std::atomic<uint64_t> checksum_failures_{0}, rejected_{0}, metadata_failures_{0};
   uint64_t recovered_blocks_ = 0;
   double recovery_seconds_ = 0;
+  // Slot files and the metadata directory this Open created: removed again if it fails.
+  std::vector<std::string> created_;
 
   // Destroyed after the rings (which hand it their last reads) and before the rest.
   std::unique_ptr<VerifyPool> verify_pool_;

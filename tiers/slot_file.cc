@@ -35,13 +35,26 @@ absl::Status Size(int fd, uint64_t bytes, bool preallocate, const std::string& s
   return absl::OkStatus();
 }
 
+// Opens `path`, creating it when missing; *created says whether this call made it.
+int OpenOrCreate(const std::string& path, bool* created) {
+  constexpr int kFlags = O_RDWR | O_DIRECT | O_CLOEXEC;
+  int fd = ::open(path.c_str(), kFlags);
+  *created = false;
+  if (fd < 0 && errno == ENOENT) {
+    fd = ::open(path.c_str(), kFlags | O_CREAT | O_EXCL, 0600);
+    *created = fd >= 0;
+  }
+  return fd;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SlotFile>> SlotFile::Open(const std::string& directory,
                                                          uint64_t bytes, bool preallocate,
                                                          const std::string& setting) {
   const std::string path = directory + "/" + kFileName;
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+  bool created = false;
+  const int fd = OpenOrCreate(path, &created);
   if (fd < 0) {
     const int err = errno;
     if (err == EINVAL) {
@@ -50,12 +63,21 @@ absl::StatusOr<std::unique_ptr<SlotFile>> SlotFile::Open(const std::string& dire
     }
     return Errno(err, setting, fmt::format("opening {}", path));
   }
-  std::unique_ptr<SlotFile> file(new SlotFile(fd, path));
+  std::unique_ptr<SlotFile> file(new SlotFile(fd, path, created));
   struct stat st;
   if (::fstat(fd, &st) != 0) return Errno(errno, setting, fmt::format("stat {}", path));
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size == 0) {
-    KVTIER_RETURN_IF_ERROR(Size(fd, bytes, preallocate, setting, path));
+    if (absl::Status s = Size(fd, bytes, preallocate, setting, path); !s.ok()) {
+      // A failed fallocate may leave part of the file allocated and sized: a next start would
+      // take it for a file of another layout. The file held nothing: back to how it was found.
+      if (created) {
+        ::unlink(path.c_str());
+      } else {
+        (void)!::ftruncate(fd, 0);
+      }
+      return s;
+    }
   } else if (size != bytes) {
     return absl::FailedPreconditionError(fmt::format(
         "{}: {} holds {} bytes but t2.capacity_bytes is {}; restore the setting or remove the file",

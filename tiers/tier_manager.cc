@@ -109,6 +109,10 @@ absl::Status TierManager::Drop(const BlockKey& key) { return state_->Drop(key); 
 
 void TierManager::Quiesce() { state_->Quiesce(); }
 
+bool TierManager::FlushT1(std::chrono::steady_clock::time_point deadline) {
+  return state_->FlushT1(deadline);
+}
+
 TierManagerStats TierManager::Stats() const { return state_->Stats(); }
 
 }  // namespace kvtier

@@ -39,6 +39,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -154,6 +155,14 @@ class TierManager {
   // Blocks until the evictor has nothing to do and no demotion or promotion is in flight (tests,
   // benchmarks, shutdown).
   void Quiesce();
+  // For a clean stop: empties T1 through the evictor's usual path, as if T1 were over its high
+  // watermark until nothing in it can leave. A block with a T2 copy just leaves; one without is
+  // offered to T2's admission policy and written (T2 evicting its own victims for room, as for
+  // any demotion) or, refused, dropped. Leased blocks and open puts stay. Returns true once no
+  // more can leave and every write has settled, false at `deadline` (writes in flight then finish
+  // in the destructor). Afterwards T1 sheds by its watermarks again. Without a T2 it drops T1's
+  // blocks: callers flush only when there is a T2.
+  bool FlushT1(std::chrono::steady_clock::time_point deadline);
   TierManagerStats Stats() const;
 
  private:

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "common/checksum.h"
@@ -15,6 +16,16 @@ namespace {
 constexpr int kT1 = static_cast<int>(Tier::kT1);
 // How many T2 victims one demotion may evict to find a free T2 slot before giving up.
 constexpr int kMaxT2EvictionsPerAllocation = 16;
+constexpr uint32_t kDirectIoBlock = 4096;
+
+// T2 writes whole 4 KiB blocks (O_DIRECT), so the bytes of the slot between the payload's end and
+// the next 4 KiB boundary reach the disk too. They are whatever the slot held before (another
+// block's, maybe another namespace's): zeroed, so nothing but this block's payload is persisted.
+// The slot is the block's (committed, so no writer) and readers read only payload_bytes.
+void ZeroPadding(std::byte* slot, uint32_t payload_bytes) {
+  const uint32_t tail = payload_bytes % kDirectIoBlock;
+  if (tail != 0) std::memset(slot + payload_bytes, 0, kDirectIoBlock - tail);
+}
 
 }  // namespace
 
@@ -42,6 +53,7 @@ bool TierManagerState::OverWatermark(Tier tier) {
   // Slots of demotions in flight are as good as free: they are released when the writes end.
   if (tier == Tier::kT1) used -= std::min<uint64_t>(used, demotions_.size());
   if (tier == Tier::kT0) used -= std::min<uint64_t>(used, t0_demotions_.size());
+  if (tier == Tier::kT1 && flushing_.load(std::memory_order_relaxed)) return used > 0;
   const double cap = static_cast<double>(s.capacity_slots);
   if (static_cast<double>(used) > p.options.high_watermark * cap) p.draining = true;
   if (static_cast<double>(used) <= p.options.low_watermark * cap) p.draining = false;
@@ -154,6 +166,7 @@ void TierManagerState::StartDemotion(const BlockInfo& info) {
     AbandonDemotion(info.key, /*rejected=*/false);
     return;
   }
+  ZeroPadding(t1_.SlotData(d.t1_slot), info.payload_bytes);
   const BlockRecord record{info.key, d.namespace_id, info.payload_bytes, checksum};
   const BlockKey key = info.key;
   const SlotId slot = *t2_slot;
@@ -281,6 +294,22 @@ void TierManagerState::Quiesce() {
             t0_demotions_.empty() && t0_promotions_.empty() && t0_chains_ == 0 &&
             deferred_t2_frees_.empty());
   });
+}
+
+bool TierManagerState::FlushT1(std::chrono::steady_clock::time_point deadline) {
+  flushing_ = true;
+  Kick();
+  bool finished;
+  {
+    std::unique_lock lock(mu_);
+    // Done when the evictor found nothing more it could move (T1 is empty but for leased blocks
+    // and open puts) and the last write has settled.
+    finished = cv_.wait_until(lock, deadline, [&] {
+      return stop_.load() || (evictor_idle_ && !work_pending_ && demotions_.empty());
+    });
+  }
+  flushing_ = false;
+  return finished;
 }
 
 void TierManagerState::Drain() {

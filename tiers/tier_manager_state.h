@@ -95,6 +95,9 @@ class TierManagerState {
   void Quiesce();
   // Waits until nothing is in flight, then frees deferred T2 slots (shutdown, evictor stopped).
   void Drain();
+  // See TierManager::FlushT1: T1 counts as over its watermark while any block is in it, so the
+  // evictor's usual path moves every block it can; waits for that until `deadline`.
+  bool FlushT1(std::chrono::steady_clock::time_point deadline);
 
  private:
   // Residency bookkeeping (mu_ held).
@@ -204,6 +207,7 @@ class TierManagerState {
   bool work_pending_ = false;
   bool evictor_idle_ = false;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> flushing_{false};  // FlushT1 is emptying T1
   Counters counters_;
 };
 

@@ -4,10 +4,13 @@
 //
 // T1 is small (64 slots), so most blocks are demoted to T2 as the loaders go. Before the stop, a
 // watcher records which blocks Lookup places in T2: those must all be served after the restart.
-// A block that was only in T1 may be gone (the daemon does not write T1 out when it stops); any
-// block that is served must be whole and correct. T2 is sized so that it never evicts here.
+// A block that was only in T1 may be gone after a SIGKILL, and after a SIGTERM when the flush to
+// T2 was cut short; any block that is served must be whole and correct. T2 is sized so that it
+// never evicts here. The last tests pin daemon.flush_on_stop: blocks only in T1 at a SIGTERM are
+// written to T2 and served after the restart (and, with the setting off, are gone).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "tests/daemon/kvtierd_test_util.h"
@@ -155,6 +158,70 @@ TEST_F(KvtierdRestartTest, SigtermUnderLoadKeepsEveryBlockThatWasInT2) {
 
 TEST_F(KvtierdRestartTest, SigkillUnderLoadKeepsEveryBlockThatWasInT2) {
   StopUnderLoadAndRestart(SIGKILL);
+}
+
+// Puts 20 blocks (T1 is far below its watermark: they stay in T1 only), stops the daemon with
+// SIGTERM, starts it again; the blocks found then, each checked byte for byte.
+size_t FoundAfterSigtermRestart(bool flush_on_stop, std::string* log) {
+  testing::TempDir dir;
+  const std::vector<std::string> flags = {
+      "--t1.capacity_bytes",    "1MiB",
+      "--t1.slot_bytes",        "16KiB",
+      "--t1.dma_chunk_bytes",   "1MiB",
+      "--t1.touch_threads",     "1",
+      "--t1.huge_pages",        "off",
+      "--t2.capacity_bytes",    "4MiB",
+      "--daemon.flush_on_stop", flush_on_stop ? "true" : "false"};
+  auto daemon = KvtierdProcess::Start(dir.path(), flags);
+  EXPECT_TRUE(daemon.ok()) << daemon.status();
+  if (!daemon.ok()) return 0;
+  std::vector<BlockKey> keys;
+  {
+    auto c = testing::ConnectTo(**daemon, ItNamespace(), "writer");
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return 0;
+    keys = SeqKeys(**c, 11, 20);
+    auto codes = PutKeys(**c, keys);
+    EXPECT_TRUE(codes.ok()) << codes.status();
+    for (protocol::BlockCode code : codes.value_or(std::vector<protocol::BlockCode>{})) {
+      EXPECT_EQ(code, protocol::BlockCode::kOk);
+    }
+    auto hit = (*c)->Lookup(keys);
+    EXPECT_TRUE(hit.ok() && hit->hit_blocks == keys.size());
+    for (size_t i = 0; hit.ok() && i < hit->hit_blocks; ++i) {
+      EXPECT_EQ(hit->tiers[i], TierBit(Tier::kT1)) << "block " << i << " is not in T1 only";
+    }
+  }
+  const int status = (*daemon)->Stop(SIGTERM);
+  EXPECT_TRUE(testing::ExitedZero(status)) << testing::DescribeWaitStatus(status);
+  *log = (*daemon)->Log();
+  daemon = KvtierdProcess::Start(dir.path(), flags);
+  EXPECT_TRUE(daemon.ok()) << daemon.status();
+  if (!daemon.ok()) return 0;
+  auto c = testing::ConnectTo(**daemon, ItNamespace(), "reader");
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return 0;
+  auto hit = (*c)->Lookup(keys);
+  EXPECT_TRUE(hit.ok()) << hit.status();
+  for (size_t i = 0; hit.ok() && i < hit->hit_blocks; ++i) {
+    EXPECT_EQ(hit->tiers[i], TierBit(Tier::kT2)) << "block " << i;
+  }
+  std::vector<bool> found;
+  const absl::Status check = testing::CheckFound(**c, keys, &found);
+  EXPECT_TRUE(check.ok()) << check;
+  return static_cast<size_t>(std::count(found.begin(), found.end(), true));
+}
+
+TEST(KvtierdStopTest, SigtermWritesT1OnlyBlocksToT2AndARestartServesThem) {
+  std::string log;
+  EXPECT_EQ(FoundAfterSigtermRestart(/*flush_on_stop=*/true, &log), 20u) << log;
+  EXPECT_NE(log.find("flushed T1: 20 blocks written to T2, 0 not"), std::string::npos) << log;
+}
+
+TEST(KvtierdStopTest, WithoutFlushOnStopT1OnlyBlocksAreGoneAfterARestart) {
+  std::string log;
+  EXPECT_EQ(FoundAfterSigtermRestart(/*flush_on_stop=*/false, &log), 0u) << log;
+  EXPECT_EQ(log.find("flushed T1"), std::string::npos) << log;
 }
 
 }  // namespace

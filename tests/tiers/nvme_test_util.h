@@ -1,18 +1,24 @@
-// Helpers for the T2 tests: a temporary directory, aligned buffers, deterministic payloads and
-// synchronous wrappers over the asynchronous Write/Read. Real files, real io_uring, real RocksDB.
+// Helpers for the T2 tests: a temporary directory, aligned buffers, deterministic payloads,
+// synchronous wrappers over the asynchronous Write/Read, and small real file systems to fill up
+// (LoopFs). Real files, real io_uring, real RocksDB.
 #pragma once
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tiers/nvme_tier.h"
 
@@ -101,6 +107,74 @@ inline NvmeTierOptions SmallOptions(const std::string& dir, uint32_t slot_bytes,
   o.durability = T2Durability::kNone;
   o.preallocate = false;
   return o;
+}
+
+// A fresh ext4 file system of `mib` MiB on a loop device, mounted at <dir>/mnt and unmounted (which
+// frees the loop device: mount -o loop sets autoclear) at destruction. Needs root and loop devices;
+// `skip_reason()` says why not when the machine does not allow it.
+class LoopFs {
+ public:
+  LoopFs(const std::string& dir, int mib) : image_(dir + "/fs.img"), mount_(dir + "/mnt") {
+    if (::geteuid() != 0) {
+      skip_reason_ = "mounting a loop file system needs root";
+      return;
+    }
+    std::filesystem::create_directories(mount_);
+    const std::string cmd =
+        fmt::format("truncate -s {}M {} && mkfs.ext4 -q -F {} && mount -o loop {} {}", mib, image_,
+                    image_, image_, mount_);
+    if (std::system((cmd + " >/dev/null 2>&1").c_str()) != 0) {
+      skip_reason_ = "could not make and mount a loop ext4 (" + cmd + ")";
+      return;
+    }
+    mounted_ = true;
+  }
+  ~LoopFs() {
+    if (!mounted_) return;
+    // io_uring lets go of its files asynchronously after the ring closes: retry while busy.
+    for (int i = 0; i < 100; ++i) {
+      if (std::system(("umount " + mount_ + " >/dev/null 2>&1").c_str()) == 0) return;
+      ::usleep(20000);
+    }
+    std::fprintf(stderr, "umount %s failed; unmount it by hand\n", mount_.c_str());
+  }
+  const std::string& skip_reason() const { return skip_reason_; }
+  const std::string& path() const { return mount_; }
+
+ private:
+  std::string image_, mount_, skip_reason_;
+  bool mounted_ = false;
+};
+
+// Writes `mib` MiB of zeros to `path` and syncs it.
+inline void WriteBallast(const std::string& path, int mib) {
+  std::vector<char> zeros(1 << 20, 0);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  for (int i = 0; i < mib; ++i)
+    ASSERT_EQ(std::fwrite(zeros.data(), 1, zeros.size(), f), zeros.size());
+  ASSERT_EQ(std::fflush(f), 0);
+  ASSERT_EQ(::fsync(::fileno(f)), 0);
+  std::fclose(f);
+}
+
+// Lets ext4 reuse freed blocks (it does only after a journal commit).
+inline void SyncFs(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::syncfs(fd), 0);
+  ::close(fd);
+}
+
+// Fills the file system holding `dir` to the last block with `path` (4 KiB writes until one fails).
+inline void FillUp(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  std::vector<char> zeros(4096, 0);
+  while (::write(fd, zeros.data(), zeros.size()) == static_cast<ssize_t>(zeros.size())) {
+  }
+  ::fsync(fd);
+  ::close(fd);
 }
 
 }  // namespace kvtier::testing
