@@ -36,7 +36,7 @@ struct Expr {
   std::string name;
   std::vector<ExprPtr> children;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
-  bool negated = false;  // kTest: "is not"
+  bool negated = false;  // kTest: "is not"; kList: a tuple
 };
 
 struct Stmt {

@@ -206,7 +206,8 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, CallArg
   if (name == "items") {
     if (!v.is_object()) return TypeError("items needs a dict", v);
     Array out;
-    for (const auto& [k, x] : v.object()) out.push_back(Value::FromArray({Value(k), x}));
+    for (const auto& [k, x] : v.object())
+      out.push_back(Value::FromArray({Value(k), x}, /*is_tuple=*/true));
     return Value::FromArray(std::move(out));
   }
   if (name == "unique") {

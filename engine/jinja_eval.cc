@@ -90,7 +90,7 @@ absl::StatusOr<Value> Interpreter::Eval(const Expr& e) {
         KVTIER_ASSIGN_OR_RETURN(Value v, Eval(*c));
         items.push_back(std::move(v));
       }
-      return Value::FromArray(std::move(items));
+      return Value::FromArray(std::move(items), /*is_tuple=*/e.negated);
     }
     case Expr::Kind::kDict: {
       Value d = Value::FromObject({});

@@ -142,7 +142,10 @@ absl::Status Interpreter::ExecFor(const Stmt& s, std::string* out) {
                return args.positional[i % args.positional.size()];
              }));
     Assign("loop", loop);
+    // Jinja: what an iteration sets is gone by the next one (namespace() attributes are not).
+    scopes_.emplace_back();
     status = Exec(s.body, out);
+    scopes_.pop_back();
     if (flow_ == Flow::kBreak) {
       flow_ = Flow::kNormal;
       break;

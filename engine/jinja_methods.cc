@@ -153,7 +153,7 @@ absl::StatusOr<Value> DictMethod(const Value& d, std::string_view name, CallArgs
   if (name == "items" || name == "keys" || name == "values") {
     Array out;
     for (const auto& [k, v] : d.object()) {
-      out.push_back(name == "items"  ? Value::FromArray({Value(k), v})
+      out.push_back(name == "items"  ? Value::FromArray({Value(k), v}, /*is_tuple=*/true)
                     : name == "keys" ? Value(k)
                                      : v);
     }

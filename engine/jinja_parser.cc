@@ -61,7 +61,7 @@ class Parser {
   absl::StatusOr<ExprPtr> Not();
   absl::StatusOr<ExprPtr> Compare();
   absl::StatusOr<ExprPtr> Binary(int level);
-  absl::StatusOr<ExprPtr> Unary();
+  absl::StatusOr<ExprPtr> Unary(bool with_filter = true);
   absl::StatusOr<ExprPtr> Postfix(ExprPtr e);
   absl::StatusOr<ExprPtr> FilterOrTest(ExprPtr e);
   absl::StatusOr<ExprPtr> Primary();
@@ -321,17 +321,19 @@ absl::StatusOr<ExprPtr> Parser::Binary(int level) {
   return e;
 }
 
-absl::StatusOr<ExprPtr> Parser::Unary() {
+// As Jinja: "-x | f" is "(-x) | f", so a sign's operand takes no filters.
+absl::StatusOr<ExprPtr> Parser::Unary(bool with_filter) {
   ExprPtr e;
   if (IsOp("-") || IsOp("+")) {
     e = Make(Expr::Kind::kUnary, Peek().line, Peek().text);
     ++i_;
-    KVTIER_ASSIGN_OR_RETURN(ExprPtr x, Unary());
+    KVTIER_ASSIGN_OR_RETURN(ExprPtr x, Unary(/*with_filter=*/false));
     e->children.push_back(std::move(x));
   } else {
     KVTIER_ASSIGN_OR_RETURN(e, Primary());
   }
   KVTIER_ASSIGN_OR_RETURN(e, Postfix(std::move(e)));
+  if (!with_filter) return e;
   return FilterOrTest(std::move(e));
 }
 
@@ -488,6 +490,7 @@ absl::StatusOr<ExprPtr> Parser::Primary() {
     }
     ++i_;
     if (paren && !comma && list->children.size() == 1) return std::move(list->children[0]);
+    list->negated = paren;  // a tuple: printed as (a, b)
     return list;
   }
   return Error(fmt::format("unexpected \"{}\" in an expression", tok.text));

@@ -18,9 +18,10 @@ Value::Value(int64_t i) : kind_(Kind::kInt), i_(i) {}
 Value::Value(double f) : kind_(Kind::kFloat), f_(f) {}
 Value::Value(std::string s) : kind_(Kind::kString), s_(std::move(s)) {}
 
-Value Value::FromArray(Array a) {
+Value Value::FromArray(Array a, bool is_tuple) {
   Value v;
   v.kind_ = Kind::kArray;
+  v.is_tuple_ = is_tuple;
   v.a_ = std::make_shared<Array>(std::move(a));
   return v;
 }
@@ -224,9 +225,10 @@ std::string Value::Repr() const {
     case Kind::kString:
       return ReprString(s_);
     case Kind::kArray: {
-      std::string out = "[";
+      std::string out = is_tuple_ ? "(" : "[";
       for (size_t i = 0; i < a_->size(); ++i) out += (i ? ", " : "") + (*a_)[i].Repr();
-      return out + "]";
+      if (is_tuple_ && a_->size() == 1) out += ",";
+      return out + (is_tuple_ ? ")" : "]");
     }
     case Kind::kObject: {
       std::string out = is_namespace_ ? "<Namespace {" : "{";

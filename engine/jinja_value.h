@@ -34,12 +34,12 @@ class Value {
 
   Value() = default;  // undefined
   static Value None();
-  Value(bool b);                                   // NOLINT: implicit, as literals are
-  Value(int64_t i);                                // NOLINT
-  Value(double f);                                 // NOLINT
-  Value(std::string s);                            // NOLINT
-  Value(const char* s) : Value(std::string(s)) {}  // NOLINT
-  static Value FromArray(Array a);
+  Value(bool b);                                           // NOLINT: implicit, as literals are
+  Value(int64_t i);                                        // NOLINT
+  Value(double f);                                         // NOLINT
+  Value(std::string s);                                    // NOLINT
+  Value(const char* s) : Value(std::string(s)) {}          // NOLINT
+  static Value FromArray(Array a, bool is_tuple = false);  // a tuple prints as (a, b)
   static Value FromObject(Object o, bool is_namespace = false);
   static Value FromFunction(Function f);
   static Value FromJson(const nlohmann::ordered_json& j);
@@ -84,6 +84,7 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
   bool is_namespace_ = false;
+  bool is_tuple_ = false;
   int64_t i_ = 0;
   double f_ = 0;
   std::string s_;
