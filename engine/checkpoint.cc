@@ -33,44 +33,48 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
   const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
   const fs::path single_path = fs::path(dir) / "model.safetensors";
   std::error_code ec;
-  if (!fs::exists(index_path, ec)) {
-    if (!fs::exists(single_path, ec)) {
-      return absl::NotFoundError(
-          fmt::format("{}: no model.safetensors or model.safetensors.index.json", dir));
-    }
-    ckpt.source_ = single_path.string();
-    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                            SafetensorsFile::Open(single_path.string()));
-    for (const auto& [name, view] : file->tensors()) ckpt.tensors_.emplace(name, &view);
-    ckpt.files_.push_back(std::move(file));
+  if (fs::exists(index_path, ec)) {
+    ckpt.source_ = index_path.string();
+    KVTIER_RETURN_IF_ERROR(ckpt.OpenShards());
     return ckpt;
   }
-  const std::string index = index_path.string();
-  ckpt.source_ = index;
-  KVTIER_ASSIGN_OR_RETURN(nlohmann::json json, ReadJsonObject(index));
+  if (!fs::exists(single_path, ec)) {
+    return absl::NotFoundError(
+        fmt::format("{}: no model.safetensors or model.safetensors.index.json", dir));
+  }
+  ckpt.source_ = single_path.string();
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                          SafetensorsFile::Open(ckpt.source_));
+  for (const auto& [name, view] : file->tensors()) ckpt.tensors_.emplace(name, &view);
+  ckpt.files_.push_back(std::move(file));
+  return ckpt;
+}
+
+absl::Status Checkpoint::OpenShards() {
+  KVTIER_ASSIGN_OR_RETURN(nlohmann::json json, ReadJsonObject(source_));
   auto map = json.find("weight_map");
   if (map == json.end() || !map->is_object() || map->empty()) {
     return absl::InvalidArgumentError(
-        fmt::format("{}: field \"weight_map\" is missing, empty or not an object", index));
+        fmt::format("{}: field \"weight_map\" is missing, empty or not an object", source_));
   }
   std::map<std::string, SafetensorsFile*> shards;
   for (const auto& [tensor, file] : map->items()) {
-    KVTIER_RETURN_IF_ERROR(CheckShardName(index, tensor, file));
+    KVTIER_RETURN_IF_ERROR(CheckShardName(source_, tensor, file));
     const std::string name = file.get<std::string>();
     if (!shards.contains(name)) {
       KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> shard,
-                              SafetensorsFile::Open((fs::path(dir) / name).string()));
+                              SafetensorsFile::Open((fs::path(dir_) / name).string()));
       shards[name] = shard.get();
-      ckpt.files_.push_back(std::move(shard));
+      files_.push_back(std::move(shard));
     }
     auto it = shards[name]->tensors().find(tensor);
     if (it == shards[name]->tensors().end()) {
       return absl::InvalidArgumentError(fmt::format(
-          "{}: tensor \"{}\" is mapped to {}, which does not hold it", index, tensor, name));
+          "{}: tensor \"{}\" is mapped to {}, which does not hold it", source_, tensor, name));
     }
-    ckpt.tensors_.emplace(tensor, &it->second);
+    tensors_.emplace(tensor, &it->second);
   }
-  return ckpt;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<const TensorView*> Checkpoint::Find(const std::string& name) const {

@@ -121,6 +121,25 @@ absl::Status ReadSizes(const JsonFields& f, ModelConfig* c) {
   return absl::OkStatus();
 }
 
+// transformers 5 lists each layer's attention type; only full attention, or sliding attention
+// where the architecture has a window (Mistral), is supported.
+absl::Status CheckLayerTypes(const JsonFields& f, const ModelConfig& c) {
+  if (!f.Has("layer_types")) return absl::OkStatus();
+  const Json& types = f.json()["layer_types"];
+  for (size_t i = 0; types.is_array() && i < types.size(); ++i) {
+    if (types[i] != "full_attention" && types[i] != "sliding_attention") {
+      return f.Error(
+          fmt::format("field \"layer_types\"[{}] is {}; not supported", i, types[i].dump()));
+    }
+    if (types[i] == "sliding_attention" && c.sliding_window == 0) {
+      return f.Error(
+          fmt::format("field \"layer_types\"[{}] is \"sliding_attention\"; not supported for {}", i,
+                      ArchitectureName(c.architecture)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Which attention variant: q/k/v bias, q/k norm, sliding window. Fields that would change the
 // computation in a way the engine does not implement are errors, not ignored.
 absl::Status ReadAttention(const JsonFields& f, ModelConfig* c) {
@@ -150,21 +169,7 @@ absl::Status ReadAttention(const JsonFields& f, ModelConfig* c) {
     return f.Error(
         "field \"use_sliding_window\" is true; Qwen sliding-window layers are not supported");
   }
-  if (f.Has("layer_types")) {
-    const Json& types = f.json()["layer_types"];
-    for (size_t i = 0; types.is_array() && i < types.size(); ++i) {
-      if (types[i] != "full_attention" && types[i] != "sliding_attention") {
-        return f.Error(
-            fmt::format("field \"layer_types\"[{}] is {}; not supported", i, types[i].dump()));
-      }
-      if (types[i] == "sliding_attention" && c->sliding_window == 0) {
-        return f.Error(
-            fmt::format("field \"layer_types\"[{}] is \"sliding_attention\"; not supported for {}",
-                        i, ArchitectureName(c->architecture)));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return CheckLayerTypes(f, *c);
 }
 
 absl::Status ReadGeneration(const JsonFields& f, GenerationConfig* g) {

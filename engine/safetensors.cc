@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/errno_text.h"
 
@@ -25,8 +26,8 @@ struct Range {
   const std::string* name;
 };
 
-absl::StatusOr<uint64_t> Offset(const Json& value) {
-  if (!value.is_number_unsigned()) return absl::InvalidArgumentError("not an unsigned integer");
+std::optional<uint64_t> Offset(const Json& value) {
+  if (!value.is_number_unsigned()) return std::nullopt;
   return value.get<uint64_t>();
 }
 
@@ -74,6 +75,19 @@ SafetensorsFile::~SafetensorsFile() {
 
 namespace {
 
+// Reads `shape` into `out` and multiplies `bytes` by each size; the problem, or nullptr.
+const char* ReadShape(const Json& shape, std::vector<int64_t>* out, uint64_t* bytes) {
+  for (const Json& dim : shape) {
+    if (!dim.is_number_unsigned()) return "is not a list of sizes";
+    const uint64_t d = dim.get<uint64_t>();
+    if (d > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(*bytes, d, bytes)) {
+      return "overflows";
+    }
+    out->push_back(static_cast<int64_t>(d));
+  }
+  return nullptr;
+}
+
 // Checks one header entry and returns its view; `data` is the data section.
 absl::StatusOr<TensorView> ParseEntry(const std::string& path, const std::string& name,
                                       const Json& entry, std::span<const std::byte> data) {
@@ -91,21 +105,14 @@ absl::StatusOr<TensorView> ParseEntry(const std::string& path, const std::string
   if (elem == 0) return bad(fmt::format("unknown dtype \"{}\"", view.dtype));
   if (shape == entry.end() || !shape->is_array()) return bad("\"shape\" missing or not a list");
   uint64_t bytes = elem;
-  for (const Json& dim : *shape) {
-    if (!dim.is_number_unsigned())
-      return bad(fmt::format("shape {} is not a list of sizes", shape->dump()));
-    const uint64_t d = dim.get<uint64_t>();
-    if (d > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(bytes, d, &bytes)) {
-      return bad(fmt::format("shape {} overflows", shape->dump()));
-    }
-    view.shape.push_back(static_cast<int64_t>(d));
+  if (const char* problem = ReadShape(*shape, &view.shape, &bytes)) {
+    return bad(fmt::format("shape {} {}", shape->dump(), problem));
   }
   if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2) {
     return bad("\"data_offsets\" missing or not [begin, end]");
   }
-  absl::StatusOr<uint64_t> begin = Offset((*offsets)[0]);
-  absl::StatusOr<uint64_t> end = Offset((*offsets)[1]);
-  if (!begin.ok() || !end.ok() || *begin > *end) {
+  const std::optional<uint64_t> begin = Offset((*offsets)[0]), end = Offset((*offsets)[1]);
+  if (!begin || !end || *begin > *end) {
     return bad(
         fmt::format("data_offsets {} are not [begin, end] with begin <= end", offsets->dump()));
   }

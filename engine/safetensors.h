@@ -77,6 +77,9 @@ class Checkpoint {
   size_t size() const { return tensors_.size(); }
 
  private:
+  // Opens the shards source_ (the index) names.
+  absl::Status OpenShards();
+
   std::string dir_;
   std::string source_;  // model.safetensors or model.safetensors.index.json, for errors
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
