@@ -22,10 +22,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::filesystem
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec,
                                                              TokenizerConfig config) {
-  KVTIER_ASSIGN_OR_RETURN(PreTokenizer pre_tokenizer, PreTokenizer::Create(spec.pre_tokenizer));
-  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BpeModel> model, BpeModel::Create(spec.model));
+  auto in_file = [](const absl::Status& s) {
+    return absl::Status(s.code(), fmt::format("tokenizer.json: {}", std::string(s.message())));
+  };
+  auto pre_tokenizer = PreTokenizer::Create(spec.pre_tokenizer);
+  if (!pre_tokenizer.ok()) return in_file(pre_tokenizer.status());
+  auto model = BpeModel::Create(spec.model);
+  if (!model.ok()) return in_file(model.status());
   auto t = std::unique_ptr<Tokenizer>(new Tokenizer(std::move(spec), std::move(config),
-                                                    std::move(pre_tokenizer), std::move(model)));
+                                                    std::move(pre_tokenizer).value(),
+                                                    std::move(model).value()));
   KVTIER_RETURN_IF_ERROR(t->ResolveSpecialTokens());
   return t;
 }

@@ -2,6 +2,8 @@
 // Llama 3.1 and Mistral Nemo tokenizer.json files: token ids of a corpus with code, emoji, CJK,
 // whitespace runs, Unicode spaces, decomposed accents and special tokens; decoding (including
 // U+FFFD for incomplete characters) and streaming decoding.
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -94,6 +96,60 @@ TEST_P(TokenizerGoldenTest, PrefixDecodesMatchTokenizers) {
 
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, TokenizerGoldenTest,
                          ::testing::ValuesIn(testing::kFamilies));
+
+}  // namespace
+}  // namespace kvtier::engine
+
+namespace kvtier::engine {
+namespace {
+
+// The ids behind tokenizer_config.json's special tokens, as transformers resolves them.
+TEST(TokenizerSpecialTokensTest, ResolvedFromTheConfig) {
+  for (const std::string family : {"qwen3", "llama3_1", "mistral_nemo"}) {
+    ASSERT_TRUE(testing::HaveTokenizer(family));
+  }
+  auto qwen = Tokenizer::Load(testing::TokenizerDir("qwen3"));
+  ASSERT_TRUE(qwen.ok()) << qwen.status();
+  EXPECT_FALSE((*qwen)->special_tokens().bos.has_value());
+  EXPECT_EQ((*qwen)->special_tokens().eos, std::vector<TokenId>{151645});  // <|im_end|>
+  EXPECT_EQ((*qwen)->special_tokens().pad, 151643u);                       // <|endoftext|>
+  EXPECT_EQ((*qwen)->vocab_size(), 151669u);
+  EXPECT_TRUE((*qwen)->IsSpecial(151644));
+  EXPECT_FALSE((*qwen)->IsSpecial(151667));  // <think> is added, not special
+  auto llama = Tokenizer::Load(testing::TokenizerDir("llama3_1"));
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  EXPECT_EQ((*llama)->special_tokens().bos, 128000u);
+  EXPECT_EQ((*llama)->special_tokens().eos, std::vector<TokenId>{128009});  // <|eot_id|>
+  auto mistral = Tokenizer::Load(testing::TokenizerDir("mistral_nemo"));
+  ASSERT_TRUE(mistral.ok()) << mistral.status();
+  EXPECT_EQ((*mistral)->special_tokens().bos, 1u);
+  EXPECT_EQ((*mistral)->special_tokens().unk, 0u);
+  EXPECT_EQ((*mistral)->special_tokens().eos_token, "</s>");
+}
+
+// generation_config.json, when the directory has one, decides what ends generation.
+TEST(TokenizerSpecialTokensTest, GenerationConfigEosListWins) {
+  ASSERT_TRUE(testing::HaveTokenizer("qwen3"));
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "qwen3_with_generation_config";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    std::filesystem::copy_file(testing::TokenizerDir("qwen3") / f, dir / f,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  std::ofstream(dir / "generation_config.json")
+      << R"({"eos_token_id": [151645, 151643], "pad_token_id": 151643})";
+  auto t = Tokenizer::Load(dir);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->special_tokens().eos, (std::vector<TokenId>{151645, 151643}));
+  std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": "x"})";
+  t = Tokenizer::Load(dir);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(std::string(t.status().message())
+                .find("generation_config.json: \"eos_token_id\" must be a token id"),
+            std::string::npos)
+      << t.status();
+  std::filesystem::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace kvtier::engine
