@@ -4,6 +4,10 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "daemon/key_scope.h"
@@ -44,6 +48,15 @@ void FlushT1OnStop(TierManager& tiers, const DaemonSettings& settings) {
   }
 }
 
+void RemoveCreated(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    KVTIER_LOG(kInfo, "daemon", "start failed: removed {}, created by it{}", path,
+               ec ? fmt::format(" (failed: {})", ec.message()) : "");
+  }
+}
+
 }  // namespace
 
 // Members in construction order; destroyed in reverse (see daemon.h).
@@ -52,7 +65,7 @@ class Daemon::Parts {
   explicit Parts(const DaemonConfig& c) : config(c) {}
   ~Parts() {
     if (server) server->Stop();
-    if (tiers) FlushT1OnStop(*tiers, config.daemon);
+    if (tiers && server) FlushT1OnStop(*tiers, config.daemon);  // no server: the start failed
     if (metrics) metrics->WatchTiers(nullptr);
   }
   const DaemonConfig config;
@@ -129,7 +142,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-send is an error value, not a signal
   auto parts = std::make_unique<Parts>(config);
-  KVTIER_RETURN_IF_ERROR(Build(*parts));
+  if (absl::Status status = Build(*parts); !status.ok()) {
+    // No client was served, so T2 files this start created hold nothing: they go with it, so that
+    // the next start (perhaps with another t2.capacity_bytes) finds the directories as they were.
+    std::vector<std::string> created;
+    if (parts->tiers && parts->tiers->t2()) created = parts->tiers->t2()->created_paths();
+    parts.reset();
+    RemoveCreated(created);
+    return status;
+  }
   return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
 }
 

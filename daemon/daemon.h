@@ -25,7 +25,8 @@ namespace kvtier {
 
 class Daemon {
  public:
-  // Errors name the setting or the part that failed (tiers, socket, metrics address).
+  // Errors name the setting or the part that failed (tiers, socket, metrics address). A start that
+  // fails removes the T2 files it created (they hold nothing yet) and leaves every other file.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config);
   ~Daemon();
   // Serves until SIGTERM or SIGINT. SIGHUP reopens daemon.log_file and daemon.record_file (after

@@ -92,6 +92,9 @@ class NvmeTier final : public StorageTier {
 
   // Where `slot` lives: the slot file's path and the byte offset. For tools and fault tests.
   std::pair<std::string, uint64_t> SlotLocation(SlotId slot) const;
+  // The slot files and metadata directory Open created (none were there): what a caller whose own
+  // start failed after Open removes again, once the tier is closed.
+  const std::vector<std::string>& created_paths() const { return created_; }
   // Blocks recovered at Open and the seconds the rebuild took.
   uint64_t recovered_blocks() const { return recovered_blocks_; }
   double recovery_seconds() const { return recovery_seconds_; }

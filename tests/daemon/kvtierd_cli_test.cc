@@ -139,5 +139,24 @@ TEST(KvtierdCliTest, ConfigThatIsADirectoryIsRefusedAndNothingIsCreated) {
   EXPECT_THAT(err, HasSubstr("/dev/null: is a character device"));
 }
 
+// A start that fails after T2 is open (here the socket cannot be bound) takes the T2 files it made
+// with it: a later start with another t2.capacity_bytes is not refused for a leftover file.
+TEST(KvtierdCliTest, AFailedStartRemovesTheT2FilesItCreated) {
+  TempDir cwd;
+  const std::string flags =
+      "--metrics.enabled false --t1.capacity_bytes 8MiB --t1.slot_bytes 64KiB "
+      "--t1.dma_chunk_bytes 8MiB --t1.huge_pages off --t1.touch_threads 1 ";
+  std::string err;
+  EXPECT_EQ(RunKvtierd(cwd,
+                       flags + "--t2.capacity_bytes 16MiB --daemon.socket_path "
+                               "/nonexistent-kvtier/kvtierd.sock",
+                       &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("/nonexistent-kvtier/kvtierd.sock"));
+  EXPECT_TRUE(std::filesystem::is_directory(cwd.path() + "/kvtier-data/t2"));
+  EXPECT_FALSE(std::filesystem::exists(cwd.path() + "/kvtier-data/t2/kvtier-t2.slots"));
+  EXPECT_FALSE(std::filesystem::exists(cwd.path() + "/kvtier-data/t2/kvtier-t2-meta"));
+}
+
 }  // namespace
 }  // namespace kvtier
