@@ -18,6 +18,7 @@
 #if defined(KVTIER_GPU_CUDA)
 
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #else
 #include <cuda_runtime_api.h>
@@ -26,6 +27,7 @@
 #elif defined(KVTIER_GPU_HIP)
 
 #if defined(__HIPCC__)
+#include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 #else
 #include <hip/hip_runtime_api.h>
@@ -55,6 +57,7 @@
 #define cudaDevAttrWarpSize hipDeviceAttributeWarpSize
 #define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define cudaDevAttrMaxThreadsPerBlock hipDeviceAttributeMaxThreadsPerBlock
+#define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 
 // Functions.
 #define cudaGetErrorName hipGetErrorName
@@ -95,6 +98,16 @@
 #define cudaIpcGetMemHandle hipIpcGetMemHandle
 #define cudaIpcOpenMemHandle hipIpcOpenMemHandle
 #define cudaIpcCloseMemHandle hipIpcCloseMemHandle
+#define cudaFuncSetAttribute(func, attr, value) \
+  hipFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value)
+
+// Device intrinsics. ROCm 5.2's warp shuffles take no member mask (a wavefront executes in lock
+// step); the mask of the CUDA spelling is dropped. The width argument defaults to warpSize in both.
+#define __shfl_xor_sync(mask, ...) __shfl_xor(__VA_ARGS__)
+#define __shfl_sync(mask, ...) __shfl(__VA_ARGS__)
+// A wavefront's lanes run in lock step and see each other's LDS writes in program order; only the
+// compiler must not move memory accesses across the point.
+#define __syncwarp(...) __builtin_amdgcn_wave_barrier()
 
 #else
 #error "gpu_vendor.h is for GPU-variant sources only (KVTIER_GPU_CUDA or KVTIER_GPU_HIP)"

@@ -25,7 +25,7 @@
 #include "kernels/gpu_checksum.h"
 #include "kernels/gpu_runtime.h"
 #include "kernels/kv_layout.h"
-#include "kernels/pattern.h"
+#include "tests/kernels/support/pattern.h"
 
 namespace kvtier {
 namespace {

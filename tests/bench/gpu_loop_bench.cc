@@ -25,7 +25,7 @@
 #include "client/gpu_client.h"
 #include "client/kvtier_client.h"
 #include "kernels/gpu_runtime.h"
-#include "kernels/pattern.h"
+#include "tests/kernels/support/pattern.h"
 
 namespace kvtier {
 namespace {

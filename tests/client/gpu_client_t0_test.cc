@@ -11,7 +11,7 @@
 
 #include "client/gpu_client.h"
 #include "kernels/kv_copy.h"
-#include "kernels/pattern.h"
+#include "tests/kernels/support/pattern.h"
 #include "tests/daemon/kvtierd_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/kv_copy.h"
-#include "kernels/pattern.h"
+#include "tests/kernels/support/pattern.h"
 #include "tests/kernels/kv_test_util.h"
 
 namespace kvtier {

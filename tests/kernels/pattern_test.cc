@@ -1,5 +1,5 @@
 // kernels/pattern.h: the reference is splitmix64 per word; the kernel writes the same bytes.
-#include "kernels/pattern.h"
+#include "tests/kernels/support/pattern.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 
 #include "common/status.h"
 #include "kernels/gpu_runtime.h"
-#include "kernels/pattern_word.h"
+#include "tests/kernels/support/pattern_word.h"
 
 namespace kvtier {
 

@@ -2,8 +2,8 @@
 #include <fmt/format.h>
 
 #include "kernels/launch_status.h"
-#include "kernels/pattern.h"
-#include "kernels/pattern_launch.h"
+#include "tests/kernels/support/pattern.h"
+#include "tests/kernels/support/pattern_launch.h"
 
 namespace kvtier {
 

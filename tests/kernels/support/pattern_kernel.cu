@@ -1,11 +1,11 @@
-// Device side of kernels/pattern.h.
+// Device side of tests/kernels/support/pattern.h.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/gpu_vendor.h"
-#include "kernels/pattern_launch.h"
-#include "kernels/pattern_word.h"
+#include "tests/kernels/support/pattern_launch.h"
+#include "tests/kernels/support/pattern_word.h"
 
 namespace kvtier {
 namespace {

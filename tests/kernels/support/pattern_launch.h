@@ -1,5 +1,5 @@
-// Internal to kernels/: the launcher pattern_kernel.cu exports to pattern_gpu.cc. Returns the
-// vendor's error code (0 = success).
+// Internal to the pattern library: the launcher pattern_kernel.cu exports to pattern_gpu.cc.
+// Returns the vendor's error code (0 = success).
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // CPU-only variant of FillPattern: there is no device to fill.
-#include "kernels/pattern.h"
+#include "tests/kernels/support/pattern.h"
 
 namespace kvtier {
 

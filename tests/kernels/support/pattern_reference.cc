@@ -1,6 +1,6 @@
 #include <cstring>
 
-#include "kernels/pattern.h"
+#include "tests/kernels/support/pattern.h"
 
 namespace kvtier {
 

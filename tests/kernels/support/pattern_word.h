@@ -1,5 +1,5 @@
-// PatternWord, the one definition of kernels/pattern.h's data, shared by the kernel and the CPU
-// reference. Device-safe: no runtime or abseil headers.
+// PatternWord, the one definition of tests/kernels/support/pattern.h's data, shared by the kernel
+// and the CPU reference. Device-safe: no runtime or abseil headers.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,50 @@
+// Attention on the GPU over the paged pool in the daemon's payload layout (kernels/ops/attention.h
+// states the semantics, ops_gpu.h the conventions). The pool holds 16-bit K/V; queries and outputs
+// are 16-bit of the same format; softmax and accumulation are float32.
+//
+// Supported: head_dim 16, 32, 64 or 128; query heads a multiple of KV heads; for decode at most 8
+// query heads per KV head.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops/attention.h"
+#include "kernels/ops/gpu/ops_gpu.h"
+
+namespace kvtier::ops::gpu {
+
+// Where a batch's queries and K/V are (device memory; shapes as in attention.h).
+struct AttentionBatch {
+  const void* q = nullptr;                // token i's query heads at q + i * q_token_stride
+  int64_t q_token_stride = 0;             // elements; 0: q_heads * head_dim (contiguous)
+  const int32_t* kv_lens = nullptr;       // [batch]
+  const int32_t* block_tables = nullptr;  // [batch, max_blocks]
+  int64_t max_blocks = 0;
+  int64_t batch = 0;
+  const void* pool = nullptr;  // [num_slots, slot_elems]
+  void* out = nullptr;         // [rows, q_heads, head_dim], contiguous
+};
+
+// Prefill (flash-attention style, kernels/ops/gpu/attention_prefill_kernel.cu). q_indptr [batch+1]
+// device int32; max_q_len (a host value) at least every sequence's query count — the engine knows
+// it when it builds the batch.
+absl::Status AttentionPrefill(DType dtype, const AttentionParams& params,
+                              const AttentionBatch& batch, const int32_t* q_indptr,
+                              int64_t max_q_len, StreamHandle stream);
+
+// Bytes of device scratch AttentionDecode needs for this batch and head shape: a partial output and
+// log-sum-exp for each of up to kMaxDecodeSplits pieces of every (sequence, query head).
+inline constexpr int64_t kMaxDecodeSplits = 64;
+inline int64_t AttentionDecodeWorkspaceBytes(const AttentionParams& params, int64_t batch) {
+  return batch * params.q_heads * kMaxDecodeSplits * (params.kv.head_dim + 1) *
+         static_cast<int64_t>(sizeof(float));
+}
+
+// Decode: one query per sequence. max_kv_len (host) at least every kv_lens[b]; it decides how many
+// pieces each sequence is split into. workspace: AttentionDecodeWorkspaceBytes of device memory,
+// 16-byte aligned, not used by other work on other streams meanwhile.
+absl::Status AttentionDecode(DType dtype, const AttentionParams& params,
+                             const AttentionBatch& batch, int64_t max_kv_len, void* workspace,
+                             int64_t workspace_bytes, StreamHandle stream);
+
+}  // namespace kvtier::ops::gpu

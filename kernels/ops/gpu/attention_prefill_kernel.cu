@@ -1,0 +1,262 @@
+// Device side of AttentionPrefill (kernels/ops/gpu/attention_gpu.h): flash-attention style — keys
+// and values stream through shared memory one tile at a time, softmax is computed online (running
+// max and sum per query row, the accumulator rescaled when the max grows), and no score matrix is
+// ever written out. K/V are read in place from the pool's block-major slots through the block table.
+//
+// Work split: a thread block owns kRowsPerBlock query rows of one sequence and one KV head, rows
+// being (token, query head of the KV head's group) pairs in token-major order, so every K/V tile it
+// loads serves the whole GQA group. Each warp owns kRowsPerWarp of those rows. A key tile is
+// kWarpSize keys: for scores, lane j computes key j's dot product with each of the warp's rows
+// (queries broadcast from shared memory, keys read conflict-free from a padded tile); for the
+// output, lane l owns dims {2l, 2l+1} (+ 2*kWarpSize ...) and reads the tile's probabilities back
+// from shared memory. Blocks are launched heaviest first (the causal mask makes later query tiles
+// longer). Scores use exp2 with log2(e) folded into the query scale.
+//
+// SIMT float32 arithmetic, so the same source runs on every vendor; a tensor-core variant is the
+// natural next step for speed (docs/benchmarks.md has its achieved rate).
+#include <cstdint>
+
+#include "kernels/device_caps.h"
+#include "kernels/ops/gpu/launch.h"
+
+namespace kvtier::ops::gpu_launch {
+namespace {
+
+using dev::kWarpSize;
+
+constexpr int kWarps = 4;
+constexpr int kRowsPerWarp = 8;
+constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
+constexpr int kKeyTile = kWarpSize;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Shared memory of one block for head_dim D: queries as float (pre-scaled), K and V tiles as
+// 16-bit words; K rows padded by one 32-bit word so lane j's reads of row j hit distinct banks.
+template <int D>
+struct alignas(16) PrefillSmem {
+  static constexpr int kKStride = D / 2 + 1;  // 32-bit words per K row
+  float q[kRowsPerBlock][D];
+  uint32_t k[kKeyTile][kKStride];
+  uint32_t v[kKeyTile][D / 2];
+  float p[kWarps][kKeyTile][kRowsPerWarp];
+};
+
+// Address of K (kv = 0) or V (kv = 1) of token t of sequence b, head `kv_head`.
+__device__ __forceinline__ const uint16_t* KvRow(const AttentionArgs& a, const int32_t* table,
+                                                 int kv, int64_t t, int64_t kv_head) {
+  const KvGeometry& g = a.kv;
+  const int64_t token_elems = g.kv_heads * g.head_dim;
+  const int64_t slot = table[t / g.block_tokens];
+  const int64_t slot_elems = g.layers * 2 * g.block_tokens * token_elems;
+  return a.pool + slot * slot_elems +
+         ((a.layer * 2 + kv) * g.block_tokens + t % g.block_tokens) * token_elems +
+         kv_head * g.head_dim;
+}
+
+// Loads keys [t0, t0 + kKeyTile) into the K and V tiles (zeros past kv_len).
+template <int D>
+__device__ void LoadKvTile(const AttentionArgs& a, const int32_t* table, int64_t kv_head,
+                           int64_t t0, int64_t kv_len, PrefillSmem<D>& s) {
+  constexpr int kWordsPerRow = D / 2;
+  constexpr int kChunks = kKeyTile * kWordsPerRow / 4;  // 16-byte chunks per tile
+  for (int c = threadIdx.x; c < kChunks; c += blockDim.x) {
+    const int key = c / (kWordsPerRow / 4);
+    const int word = c % (kWordsPerRow / 4) * 4;
+    uint4 kk = make_uint4(0, 0, 0, 0);
+    uint4 vv = make_uint4(0, 0, 0, 0);
+    if (t0 + key < kv_len) {
+      kk = *reinterpret_cast<const uint4*>(KvRow(a, table, 0, t0 + key, kv_head) + word * 2);
+      vv = *reinterpret_cast<const uint4*>(KvRow(a, table, 1, t0 + key, kv_head) + word * 2);
+    }
+    s.k[key][word] = kk.x;
+    s.k[key][word + 1] = kk.y;
+    s.k[key][word + 2] = kk.z;
+    s.k[key][word + 3] = kk.w;
+    *reinterpret_cast<uint4*>(&s.v[key][word]) = vv;
+  }
+}
+
+template <typename Fmt>
+__device__ __forceinline__ void Unpack(uint32_t w, float& lo, float& hi) {
+  lo = Fmt::ToFloat(static_cast<uint16_t>(w & 0xffffu));
+  hi = Fmt::ToFloat(static_cast<uint16_t>(w >> 16));
+}
+
+template <typename Fmt, int D>
+__global__ void __launch_bounds__(kWarps* kWarpSize)
+    PrefillKernel(AttentionArgs a, const int32_t* q_indptr) {
+  __shared__ PrefillSmem<D> s;
+  constexpr int kDimChunks = (D / 2 + kWarpSize - 1) / kWarpSize;  // dim pairs per lane
+  const int64_t b = blockIdx.z;
+  const int64_t kv_head = blockIdx.y;
+  const int64_t group = a.q_heads / a.kv.kv_heads;
+  const int64_t q_begin = q_indptr[b];
+  const int64_t q_len = q_indptr[b + 1] - q_begin;
+  const int64_t row0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
+  if (row0 >= q_len * group) return;
+  const int64_t kv_len = a.kv_lens[b];
+  const int64_t first_pos = kv_len - q_len;  // position of the sequence's first query
+  const int32_t* table = a.block_tables + b * a.max_blocks;
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+
+  // Queries of the block's rows, scaled by scale * log2(e); rows past the sequence are zeros.
+  const float qscale = a.scale * kLog2e;
+  for (int i = threadIdx.x; i < kRowsPerBlock * D; i += blockDim.x) {
+    const int r = i / D;
+    const int64_t row = row0 + r;
+    float v = 0;
+    if (row < q_len * group) {
+      const int64_t token = row / group;
+      const int64_t head = kv_head * group + row % group;
+      v = Fmt::ToFloat(a.q[(q_begin + token) * a.q_token_stride + head * D + i % D]) * qscale;
+    }
+    s.q[r][i % D] = v;
+  }
+  // The block's key range: from the first key its first row may see to its last row's position.
+  const int64_t rows = q_len * group;
+  const int64_t last_row = (row0 + kRowsPerBlock < rows ? row0 + kRowsPerBlock : rows) - 1;
+  const int64_t pos_lo = first_pos + row0 / group;
+  const int64_t pos_hi = first_pos + last_row / group;
+  int64_t key_lo = a.sliding_window > 0 ? pos_lo - a.sliding_window + 1 : 0;
+  key_lo = key_lo > 0 ? key_lo / kKeyTile * kKeyTile : 0;
+
+  // Per row of this warp: its position, the first key it sees, running max/sum, accumulator.
+  int64_t pos[kRowsPerWarp];
+  int64_t lo[kRowsPerWarp];
+  float m[kRowsPerWarp];
+  float l[kRowsPerWarp];  // this lane's share of the row sum
+  float acc[kRowsPerWarp][kDimChunks][2];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t row = row0 + warp * kRowsPerWarp + r;
+    pos[r] = row < q_len * group ? first_pos + row / group : -1;  // -1: sees nothing
+    lo[r] = a.sliding_window > 0 ? pos[r] - a.sliding_window + 1 : 0;
+    m[r] = -INFINITY;
+    l[r] = 0;
+#pragma unroll
+    for (int c = 0; c < kDimChunks; ++c) acc[r][c][0] = acc[r][c][1] = 0;
+  }
+
+  for (int64_t t0 = key_lo; t0 <= pos_hi; t0 += kKeyTile) {
+    __syncthreads();  // the previous tile is consumed (and the queries are stored)
+    LoadKvTile<D>(a, table, kv_head, t0, kv_len, s);
+    __syncthreads();
+    // Scores: lane = key.
+    float sc[kRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) sc[r] = 0;
+    for (int d = 0; d < D; d += 4) {
+      float k0, k1, k2, k3;
+      Unpack<Fmt>(s.k[lane][d / 2], k0, k1);
+      Unpack<Fmt>(s.k[lane][d / 2 + 1], k2, k3);
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const float4 q = *reinterpret_cast<const float4*>(&s.q[warp * kRowsPerWarp + r][d]);
+        sc[r] += q.x * k0 + q.y * k1 + q.z * k2 + q.w * k3;
+      }
+    }
+    const int64_t key = t0 + lane;
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const bool visible = key <= pos[r] && key >= lo[r];
+      const float x = visible ? sc[r] : -INFINITY;
+      const float m_new = fmaxf(m[r], dev::WarpMax(x));
+      const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
+      const float p = visible ? exp2f(x - m_new) : 0.0f;
+      m[r] = m_new;
+      l[r] = l[r] * alpha + p;
+#pragma unroll
+      for (int c = 0; c < kDimChunks; ++c) {
+        acc[r][c][0] *= alpha;
+        acc[r][c][1] *= alpha;
+      }
+      s.p[warp][lane][r] = p;
+    }
+    __syncwarp();
+    // Output: lane = dim pairs.
+    for (int j = 0; j < kKeyTile; ++j) {
+      float p[kRowsPerWarp];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; r += 4) {
+        const float4 p4 = *reinterpret_cast<const float4*>(&s.p[warp][j][r]);
+        p[r] = p4.x;
+        p[r + 1] = p4.y;
+        p[r + 2] = p4.z;
+        p[r + 3] = p4.w;
+      }
+#pragma unroll
+      for (int c = 0; c < kDimChunks; ++c) {
+        const int w = lane + c * kWarpSize;
+        if (w < D / 2) {
+          float v0, v1;
+          Unpack<Fmt>(s.v[j][w], v0, v1);
+#pragma unroll
+          for (int r = 0; r < kRowsPerWarp; ++r) {
+            acc[r][c][0] += p[r] * v0;
+            acc[r][c][1] += p[r] * v1;
+          }
+        }
+      }
+    }
+    __syncwarp();
+  }
+
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t row = row0 + warp * kRowsPerWarp + r;
+    const float total = dev::WarpSum(l[r]);
+    if (row >= q_len * group) continue;
+    const float inv = total > 0 ? 1.0f / total : 0.0f;
+    const int64_t token = row / group;
+    const int64_t head = kv_head * group + row % group;
+    uint16_t* o = a.out + ((q_begin + token) * a.q_heads + head) * D;
+#pragma unroll
+    for (int c = 0; c < kDimChunks; ++c) {
+      const int w = lane + c * kWarpSize;
+      if (w < D / 2) {
+        const uint32_t packed = static_cast<uint32_t>(Fmt::FromFloat(acc[r][c][0] * inv)) |
+                                static_cast<uint32_t>(Fmt::FromFloat(acc[r][c][1] * inv)) << 16;
+        *reinterpret_cast<uint32_t*>(o + 2 * w) = packed;
+      }
+    }
+  }
+}
+
+template <typename Fmt, int D>
+int Launch(const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len, void* stream) {
+  const int64_t group = a.q_heads / a.kv.kv_heads;
+  const int64_t tiles = (max_q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.kv.kv_heads),
+                  static_cast<unsigned>(a.batch));
+  PrefillKernel<Fmt, D><<<grid, kWarps * kWarpSize, 0, static_cast<cudaStream_t>(stream)>>>(
+      a, q_indptr);
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <typename Fmt>
+int LaunchFmt(const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len, void* stream) {
+  switch (a.kv.head_dim) {
+    case 16:
+      return Launch<Fmt, 16>(a, q_indptr, max_q_len, stream);
+    case 32:
+      return Launch<Fmt, 32>(a, q_indptr, max_q_len, stream);
+    case 64:
+      return Launch<Fmt, 64>(a, q_indptr, max_q_len, stream);
+    case 128:
+      return Launch<Fmt, 128>(a, q_indptr, max_q_len, stream);
+    default:
+      return static_cast<int>(cudaErrorInvalidValue);  // the wrapper admits only the cases above
+  }
+}
+
+}  // namespace
+
+int AttentionPrefill(bool bf16, const AttentionArgs& a, const int32_t* q_indptr,
+                     int64_t max_q_len, void* stream) {
+  if (max_q_len <= 0 || a.batch <= 0) return 0;
+  return bf16 ? LaunchFmt<dev::Bf16>(a, q_indptr, max_q_len, stream)
+              : LaunchFmt<dev::Fp16>(a, q_indptr, max_q_len, stream);
+}
+
+}  // namespace kvtier::ops::gpu_launch

@@ -1,0 +1,34 @@
+// GemmTiled and the GEMM argument checks (kernels/ops/gpu/gemm_gpu.h), in every GPU variant.
+#include "kernels/launch_status.h"
+#include "kernels/ops/gpu/gemm_gpu.h"
+#include "kernels/ops/gpu/launch.h"
+#include "kernels/ops/gpu/ops_check.h"
+
+namespace kvtier::ops::gpu {
+
+absl::Status CheckGemmArgs(const GemmArgs& a) {
+  namespace check = ::kvtier::ops::gpu_check;
+  constexpr const char* kOp = "Gemm";
+  KVTIER_RETURN_IF_ERROR(check::Positive(kOp, "m", a.m));
+  KVTIER_RETURN_IF_ERROR(check::Positive(kOp, "n", a.n));
+  KVTIER_RETURN_IF_ERROR(check::MultipleOf8(kOp, "k", a.k));
+  KVTIER_RETURN_IF_ERROR(check::Aligned16(kOp, "x", a.x));
+  KVTIER_RETURN_IF_ERROR(check::Aligned16(kOp, "w", a.w));
+  KVTIER_RETURN_IF_ERROR(check::Aligned16(kOp, "y", a.y));
+  if (a.n % 8 != 0) {  // cuBLASLt's 16-byte alignment of y's rows; the tiled kernel needs none
+    return absl::InvalidArgumentError(
+        fmt::format("{}: n must be a multiple of 8 (16-byte aligned rows of y), got {}", kOp, a.n));
+  }
+  if (a.bias != nullptr) KVTIER_RETURN_IF_ERROR(check::Aligned16(kOp, "bias", a.bias));
+  return absl::OkStatus();
+}
+
+absl::Status GemmTiled(DType dtype, const GemmArgs& a, StreamHandle stream) {
+  KVTIER_RETURN_IF_ERROR(CheckGemmArgs(a));
+  const int code = ::kvtier::ops::gpu_launch::GemmTiled(
+      dtype == DType::kBf16, static_cast<const uint16_t*>(a.x), static_cast<const uint16_t*>(a.w),
+      static_cast<const uint16_t*>(a.bias), a.m, a.n, a.k, a.y, a.y_float, stream);
+  return ::kvtier::gpu::StatusFromVendorCode(code, "GemmTiled launch");
+}
+
+}  // namespace kvtier::ops::gpu

@@ -1,0 +1,69 @@
+// Internal to kernels/ops/gpu: the launchers the device sources (*.cu) export to the host wrappers
+// (*.cc). Device-safe: no runtime or abseil headers. Every launcher enqueues on `stream` and
+// returns the vendor's error code (0 = success); arguments were checked by the wrapper.
+//
+// 16-bit tensors are uint16_t arrays whose format is `bf16` (true) or fp16 (false).
+#pragma once
+
+#include <cstdint>
+
+namespace kvtier::ops::gpu_launch {
+
+// Same layout as kvtier::ops::PagedKvGeometry (paged_kv.h), in plain integers.
+struct KvGeometry {
+  int64_t layers = 0;
+  int64_t block_tokens = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+int Embedding(bool bf16, const int32_t* ids, int64_t n, const uint16_t* table, int64_t hidden,
+              uint16_t* out, void* stream);
+// residual == nullptr: plain RMSNorm of x into out. Otherwise the fused add: residual += x, then
+// out = RmsNorm(residual) (out may be x).
+int RmsNorm(bool bf16, const uint16_t* x, uint16_t* residual, const uint16_t* weight, int64_t rows,
+            int64_t dim, float eps, uint16_t* out, void* stream);
+int Rope(bool bf16, uint16_t* x, int64_t token_stride, const int32_t* positions,
+         const float* inv_freq, int64_t n, int64_t heads, int64_t head_dim, void* stream);
+int SiluAndMul(bool bf16, const uint16_t* gate_up, int64_t n, int64_t d, uint16_t* out,
+               void* stream);
+int WriteKv(const uint16_t* k, const uint16_t* v, int64_t src_token_stride,
+            const int64_t* token_slots, int64_t n, const KvGeometry& g, int64_t layer,
+            uint16_t* pool, void* stream);
+// y [m, n] float += bias [n] (16-bit): the bias of a float-output GEMM where the library's fused
+// epilogue cannot take a 16-bit bias.
+int AddBiasToFloat(bool bf16, float* y, const uint16_t* bias, int64_t m, int64_t n, void* stream);
+int Argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* out, void* stream);
+
+struct AttentionArgs {
+  KvGeometry kv;
+  int64_t layer = 0;
+  int64_t q_heads = 0;
+  float scale = 0;
+  int64_t sliding_window = 0;
+  const uint16_t* q = nullptr;
+  int64_t q_token_stride = 0;  // elements between consecutive tokens' queries
+  const int32_t* kv_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  int64_t max_blocks = 0;
+  int64_t batch = 0;
+  const uint16_t* pool = nullptr;
+  uint16_t* out = nullptr;  // [rows, q_heads, head_dim], contiguous
+};
+
+// q_indptr [batch + 1]; max_q_len >= every sequence's query count.
+int AttentionPrefill(bool bf16, const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len,
+                     void* stream);
+
+// Split over the sequence: `splits` partial results per (sequence, head) go to
+// partial_out [batch, q_heads, splits, head_dim] and partial_lse [batch, q_heads, splits] (both
+// float, unused when splits == 1), `chunk` keys per split, then a combine launch.
+int AttentionDecode(bool bf16, const AttentionArgs& a, int splits, int64_t chunk,
+                    float* partial_out, float* partial_lse, void* stream);
+
+// y [m, n] = x [m, k] * w [n, k]^T (+ bias [n]), fp32 accumulation; y is 16-bit (same format as
+// x) or float (y_float). k a multiple of 8.
+int GemmTiled(bool bf16, const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t m,
+              int64_t n, int64_t k, void* y, bool y_float, void* stream);
+
+}  // namespace kvtier::ops::gpu_launch

@@ -1,0 +1,250 @@
+// The engine's attention kernels (kernels/ops/gpu/attention_gpu.h) at the Llama-3.1-8B shape (32
+// query heads, 8 KV heads, head_dim 128, bf16, 16-token blocks of the paged pool), one layer per
+// call, next to ceilings measured in the same run:
+//
+//   GEMM       cuBLASLt (GemmRunner) bf16 8192 x 8192 x 8192: the FLOP ceiling (tensor cores)
+//   GEMM tiled our tiled kernel at the same shape (the HIP build's GEMM; float32 SIMT arithmetic)
+//   HBM copy   a 1 GiB device-to-device copy, counted as bytes read + written
+//
+// Prefill: one sequence of N new tokens (no cached prefix), causal: 4 * q_heads * head_dim *
+// N(N+1)/2 FLOPs. Decode: batch B, one query each against N cached tokens: the K/V bytes read
+// (2 * N * kv_heads * head_dim * 2 bytes per sequence) over the time. GPU event times, best of
+// --repeat after a warm-up.
+//
+//   kvtier_attention_bench [--repeat R]      (default 5)
+// Without a usable GPU it prints why and exits 0.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/gpu_runtime.h"
+#include "kernels/ops/gpu/attention_gpu.h"
+#include "kernels/ops/gpu/gemm_gpu.h"
+
+namespace kvtier {
+namespace {
+
+using ops::gpu::DType;
+
+constexpr int64_t kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlockTokens = 16;
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "attention_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) Die(fmt::format("{}: {}", what, s.ToString()));
+}
+template <typename T>
+T Take(absl::StatusOr<T> v, const char* what) {
+  Check(v.status(), what);
+  return std::move(*v);
+}
+
+// Device allocations of one measurement, freed when it ends.
+class Arena {
+ public:
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena() {
+    for (void* p : ptrs_) (void)gpu::DeviceFree(p);
+  }
+  void* Alloc(size_t bytes) { return ptrs_.emplace_back(Take(gpu::DeviceAlloc(bytes), "alloc")); }
+
+ private:
+  std::vector<void*> ptrs_;
+};
+
+// Device memory holding a repeating pattern of small bf16 values (|x| < 1).
+void* Filled(Arena& arena, size_t bytes) {
+  void* p = arena.Alloc(bytes);
+  std::vector<uint16_t> host(std::min<size_t>(bytes / 2, size_t{1} << 22));
+  for (size_t i = 0; i < host.size(); ++i) {
+    const float f = static_cast<float>((i * 2654435761u >> 8) % 2001) / 1000.0f - 1.0f;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    host[i] = static_cast<uint16_t>(u >> 16);
+  }
+  for (size_t at = 0; at < bytes; at += host.size() * 2) {
+    const size_t n = std::min(host.size() * 2, bytes - at);
+    Check(gpu::CopyAsync(static_cast<char*>(p) + at, host.data(), n, nullptr), "fill");
+  }
+  Check(gpu::DeviceSynchronize(), "fill");
+  return p;
+}
+
+double BestSeconds(int repeat, gpu::StreamHandle stream, const std::function<void()>& enqueue) {
+  gpu::Event start = Take(gpu::Event::Create(true), "event");
+  gpu::Event end = Take(gpu::Event::Create(true), "event");
+  double best = 1e30;
+  for (int r = 0; r <= repeat; ++r) {
+    Check(start.Record(stream), "record");
+    enqueue();
+    Check(end.Record(stream), "record");
+    Check(end.Synchronize(), "sync");
+    if (r > 0) best = std::min(best, Take(gpu::Event::ElapsedMs(start, end), "elapsed") / 1e3);
+  }
+  return best;
+}
+
+struct Row {
+  std::string what;
+  double seconds;
+  double tflops;  // < 0: not a FLOP figure
+  double gbps;    // < 0: not a bandwidth figure
+};
+
+std::string Fig(double v, const char* fmt) {
+  return v < 0 ? "" : fmt::format(fmt::runtime(fmt), v);
+}
+
+void Print(const std::vector<Row>& rows) {
+  std::printf("| what | ms | TFLOP/s | GB/s |\n| --- | --- | --- | --- |\n");
+  for (const Row& r : rows) {
+    std::printf("| %s | %.3f | %s | %s |\n", r.what.c_str(), r.seconds * 1e3,
+                Fig(r.tflops, "{:.1f}").c_str(), Fig(r.gbps, "{:.0f}").c_str());
+  }
+}
+
+ops::AttentionParams Params() {
+  ops::AttentionParams p;
+  p.kv = {.layers = 1, .block_tokens = kBlockTokens, .kv_heads = kKvHeads, .head_dim = kHeadDim};
+  p.q_heads = kQHeads;
+  p.scale = 0.08838834764831845f;  // 1 / sqrt(128)
+  return p;
+}
+
+// Block tables for `batch` sequences of `tokens` each, slots in order; uploaded.
+int32_t* Tables(Arena& arena, int64_t batch, int64_t max_blocks) {
+  std::vector<int32_t> t(batch * max_blocks);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(i);
+  auto* d = static_cast<int32_t*>(arena.Alloc(t.size() * 4));
+  Check(gpu::CopyAsync(d, t.data(), t.size() * 4, nullptr), "upload");
+  return d;
+}
+
+int32_t* Upload(Arena& arena, const std::vector<int32_t>& v) {
+  auto* d = static_cast<int32_t*>(arena.Alloc(v.size() * 4));
+  Check(gpu::CopyAsync(d, v.data(), v.size() * 4, nullptr), "upload");
+  return d;
+}
+
+Row Prefill(int64_t n, int repeat, gpu::StreamHandle stream) {
+  Arena arena;
+  const ops::AttentionParams p = Params();
+  const int64_t blocks = (n + kBlockTokens - 1) / kBlockTokens;
+  ops::gpu::AttentionBatch b;
+  b.q = Filled(arena, n * kQHeads * kHeadDim * 2);
+  b.out = arena.Alloc(n * kQHeads * kHeadDim * 2);
+  b.pool = Filled(arena, blocks * p.kv.slot_elems() * 2);
+  b.kv_lens = Upload(arena, {static_cast<int32_t>(n)});
+  b.block_tables = Tables(arena, 1, blocks);
+  b.max_blocks = blocks;
+  b.batch = 1;
+  const int32_t* indptr = Upload(arena, {0, static_cast<int32_t>(n)});
+  const double s = BestSeconds(repeat, stream, [&] {
+    Check(ops::gpu::AttentionPrefill(DType::kBf16, p, b, indptr, n, stream), "prefill");
+  });
+  const double flops = 4.0 * kQHeads * kHeadDim * (static_cast<double>(n) * (n + 1) / 2);
+  return {fmt::format("attention prefill, {} tokens", n), s, flops / s / 1e12, -1};
+}
+
+Row Decode(int64_t batch, int64_t n, int repeat, gpu::StreamHandle stream) {
+  Arena arena;
+  const ops::AttentionParams p = Params();
+  const int64_t blocks = (n + kBlockTokens - 1) / kBlockTokens;
+  ops::gpu::AttentionBatch b;
+  b.q = Filled(arena, batch * kQHeads * kHeadDim * 2);
+  b.out = arena.Alloc(batch * kQHeads * kHeadDim * 2);
+  b.pool = Filled(arena, batch * blocks * p.kv.slot_elems() * 2);
+  b.kv_lens = Upload(arena, std::vector<int32_t>(batch, static_cast<int32_t>(n)));
+  b.block_tables = Tables(arena, batch, blocks);
+  b.max_blocks = blocks;
+  b.batch = batch;
+  const int64_t ws_bytes = ops::gpu::AttentionDecodeWorkspaceBytes(p, batch);
+  void* ws = arena.Alloc(ws_bytes);
+  constexpr int kCalls = 20;  // back to back, as the layers of a step run
+  const double s =
+      BestSeconds(repeat, stream,
+                  [&] {
+                    for (int i = 0; i < kCalls; ++i) {
+                      Check(ops::gpu::AttentionDecode(DType::kBf16, p, b, n, ws, ws_bytes, stream),
+                            "decode");
+                    }
+                  }) /
+      kCalls;
+  const double bytes = static_cast<double>(batch) * n * 2 * kKvHeads * kHeadDim * 2;
+  return {fmt::format("attention decode, batch {}, {} tokens", batch, n), s, -1, bytes / s / 1e9};
+}
+
+Row Gemm(bool tiled, int repeat, gpu::StreamHandle stream) {
+  Arena arena;
+  constexpr int64_t kN = 8192;
+  ops::gpu::GemmArgs a;
+  a.x = Filled(arena, kN * kN * 2);
+  a.w = Filled(arena, kN * kN * 2);
+  a.y = arena.Alloc(kN * kN * 2);
+  a.m = a.n = a.k = kN;
+  auto runner = Take(ops::gpu::GemmRunner::Create(), "gemm runner");
+  const double s = BestSeconds(tiled ? 1 : repeat, stream, [&] {
+    Check(
+        tiled ? ops::gpu::GemmTiled(DType::kBf16, a, stream) : runner->Run(DType::kBf16, a, stream),
+        "gemm");
+  });
+  const std::string name = tiled ? "GEMM tiled (ours)" : fmt::format("GEMM {}", runner->Backend());
+  return {name + " bf16 8192^3", s, 2.0 * kN * kN * kN / s / 1e12, -1};
+}
+
+Row Copy(int repeat, gpu::StreamHandle stream) {
+  Arena arena;
+  constexpr size_t kBytes = size_t{1} << 30;
+  void* src = Filled(arena, kBytes);
+  void* dst = arena.Alloc(kBytes);
+  const double s =
+      BestSeconds(repeat, stream, [&] { Check(gpu::CopyAsync(dst, src, kBytes, stream), "copy"); });
+  return {"HBM copy 1 GiB (read + written)", s, -1, 2.0 * kBytes / s / 1e9};
+}
+
+int Run(int repeat) {
+  Check(gpu::SetDevice(0), "device");
+  gpu::Stream stream = Take(gpu::Stream::Create(), "stream");
+  const gpu::StreamHandle h = stream.handle();
+  std::vector<Row> rows;
+  rows.push_back(Gemm(false, repeat, h));
+  rows.push_back(Gemm(true, repeat, h));
+  rows.push_back(Copy(repeat, h));
+  for (int64_t n : {1024, 8192, 32768}) rows.push_back(Prefill(n, repeat, h));
+  for (int64_t n : {1024, 8192, 32768}) rows.push_back(Decode(1, n, repeat, h));
+  rows.push_back(Decode(8, 8192, repeat, h));
+  Print(rows);
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvtier
+
+int main(int argc, char** argv) {
+  int repeat = 5;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--repeat" && i + 1 < argc) {
+      repeat = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: kvtier_attention_bench [--repeat R]\n");
+      return 2;
+    }
+  }
+  const std::string why = kvtier::gpu::UnavailableReason();
+  if (!why.empty()) {
+    std::printf("attention_bench: no GPU (%s)\n", why.c_str());
+    return 0;
+  }
+  return kvtier::Run(repeat < 1 ? 1 : repeat);
+}
