@@ -177,6 +177,8 @@ absl::Status ReadGeneration(const JsonFields& f, GenerationConfig* g) {
   if (bos) g->bos_token_id = bos;
   KVTIER_ASSIGN_OR_RETURN(std::vector<uint32_t> eos, f.IdList("eos_token_id"));
   if (!eos.empty()) g->eos_token_ids = std::move(eos);
+  KVTIER_ASSIGN_OR_RETURN(std::optional<bool> do_sample, f.OptionalBool("do_sample"));
+  if (do_sample) g->do_sample = do_sample;
   KVTIER_ASSIGN_OR_RETURN(std::optional<double> temperature, f.OptionalNumber("temperature"));
   if (temperature) g->temperature = temperature;
   KVTIER_ASSIGN_OR_RETURN(std::optional<uint32_t> top_k, f.OptionalId("top_k"));

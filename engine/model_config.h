@@ -56,6 +56,7 @@ struct RopeConfig {
 struct GenerationConfig {
   std::optional<uint32_t> bos_token_id;
   std::vector<uint32_t> eos_token_ids;  // generation stops at any of these
+  std::optional<bool> do_sample;        // false or absent: transformers decodes greedily
   std::optional<double> temperature;    // defaults the model's authors chose for sampling
   std::optional<uint32_t> top_k;
   std::optional<double> top_p;

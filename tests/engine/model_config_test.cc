@@ -148,9 +148,11 @@ TEST(EngineModelConfigTest, GenerationConfigOverridesAndIsChecked) {
   const std::string dir = testing::TempDir("generation");
   std::filesystem::copy_file(GoldenDir("llama3") + "/config.json", dir + "/config.json");
   std::ofstream(dir + "/generation_config.json")
-      << R"({"eos_token_id": [2, 7], "temperature": 0.6, "top_p": 0.9, "top_k": 20})";
+      << R"({"eos_token_id": [2, 7], "do_sample": true, "temperature": 0.6, "top_p": 0.9,
+             "top_k": 20})";
   const ModelConfig config = Load(dir);
   EXPECT_EQ(config.generation.eos_token_ids, (std::vector<uint32_t>{2, 7}));
+  EXPECT_EQ(config.generation.do_sample, true);
   EXPECT_EQ(config.generation.temperature, 0.6);
   EXPECT_EQ(config.generation.top_p, 0.9);
   EXPECT_EQ(config.generation.top_k, 20u);
