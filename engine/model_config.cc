@@ -185,6 +185,12 @@ absl::Status ReadGeneration(const JsonFields& f, GenerationConfig* g) {
   if (top_k) g->top_k = top_k;
   KVTIER_ASSIGN_OR_RETURN(std::optional<double> top_p, f.OptionalNumber("top_p"));
   if (top_p) g->top_p = top_p;
+  if (temperature && *temperature < 0) {
+    return f.Error(fmt::format("field \"temperature\" is {}; must be >= 0", *temperature));
+  }
+  if (top_p && (*top_p <= 0 || *top_p > 1)) {
+    return f.Error(fmt::format("field \"top_p\" is {}; must be in (0, 1]", *top_p));
+  }
   return absl::OkStatus();
 }
 

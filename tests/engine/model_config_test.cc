@@ -156,6 +156,12 @@ TEST(EngineModelConfigTest, GenerationConfigOverridesAndIsChecked) {
   EXPECT_EQ(config.generation.temperature, 0.6);
   EXPECT_EQ(config.generation.top_p, 0.9);
   EXPECT_EQ(config.generation.top_k, 20u);
+  std::ofstream(dir + "/generation_config.json", std::ios::trunc) << R"({"top_p": 1.5})";
+  EXPECT_EQ(LoadModelConfig(dir).status().message(),
+            dir + "/generation_config.json: field \"top_p\" is 1.5; must be in (0, 1]");
+  std::ofstream(dir + "/generation_config.json", std::ios::trunc) << R"({"temperature": -1})";
+  EXPECT_EQ(LoadModelConfig(dir).status().message(),
+            dir + "/generation_config.json: field \"temperature\" is -1; must be >= 0");
   std::ofstream(dir + "/generation_config.json", std::ios::trunc) << R"({"eos_token_id": "x"})";
   EXPECT_EQ(LoadModelConfig(dir).status().message(),
             dir +
