@@ -153,3 +153,28 @@ TEST(TokenizerSpecialTokensTest, GenerationConfigEosListWins) {
 
 }  // namespace
 }  // namespace kvtier::engine
+
+namespace kvtier::engine {
+namespace {
+
+// Megabyte-long runs (spaces, newlines, punctuation, letters) match the regexes' lookahead and
+// repetition on every family without hitting a PCRE2 limit, and decode back to themselves.
+TEST(TokenizerLongInputTest, MegabyteRunsEncodeAndRoundTrip) {
+  const std::string mb(1 << 20, ' ');
+  const std::vector<std::string> texts = {mb + "x", std::string(1 << 20, '\n') + "x",
+                                          std::string(1 << 20, '!'),
+                                          mb + std::string(1 << 20, '\t') + " y"};
+  for (const std::string& family : testing::kFamilies) {
+    ASSERT_TRUE(testing::HaveTokenizer(family));
+    auto t = Tokenizer::Load(testing::TokenizerDir(family));
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (const std::string& text : texts) {
+      auto ids = (*t)->Encode(text, false);
+      ASSERT_TRUE(ids.ok()) << family << ": " << ids.status();
+      EXPECT_EQ((*t)->Decode(*ids), text) << family;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::engine
