@@ -95,6 +95,28 @@ void ValidateDaemon(const DaemonConfig& c, Checks& checks) {
   }
 }
 
+// The limits on clients and on the metrics endpoint's HTTP server. The floors are what a Hello
+// asking for 0 gets (256 ring entries, a 2 MiB arena: ServerOptions), the ceilings the protocol's.
+void ValidateLimits(const DaemonConfig& c, Checks& checks) {
+  const DaemonSettings& d = c.daemon;
+  if (d.max_connections == 0) checks.Add(Invalid("daemon.max_connections: must be > 0"));
+  if (d.max_ring_entries < 256 || d.max_ring_entries > (1u << 16)) {
+    checks.Add(Invalid(
+        fmt::format("daemon.max_ring_entries: {} is not in [256, 65536]", d.max_ring_entries)));
+  }
+  if (d.max_arena_bytes < (2u << 20) || d.max_arena_bytes > (1u << 30)) {
+    checks.Add(Invalid(
+        fmt::format("daemon.max_arena_bytes: {} is not in [2MiB, 1GiB]", d.max_arena_bytes)));
+  }
+  if (c.metrics.threads == 0 || c.metrics.threads > 1024) {
+    checks.Add(Invalid(fmt::format("metrics.threads: {} is not in [1, 1024]", c.metrics.threads)));
+  }
+  if (c.metrics.request_timeout_ms == 0 || c.metrics.request_timeout_ms > 600'000) {
+    checks.Add(Invalid(fmt::format("metrics.request_timeout_ms: {} is not in [1, 600000]",
+                                   c.metrics.request_timeout_ms)));
+  }
+}
+
 void ValidateIndex(const BlockIndexOptions& o, Checks& checks) {
   constexpr size_t kMax = size_t{1} << 32;
   if (o.num_shards == 0 || o.num_shards > 4096 || !std::has_single_bit(o.num_shards)) {
@@ -209,6 +231,7 @@ std::string DaemonConfig::SocketPath() const {
 absl::Status ValidateConfig(const DaemonConfig& c) {
   Checks checks;
   ValidateDaemon(c, checks);
+  ValidateLimits(c, checks);
   ValidateIndex(c.tiers.index, checks);
   checks.Add(c.tiers.t1.Validate());
   ValidatePolicy("t1", c.tiers.t1_policy, checks);

@@ -59,12 +59,20 @@ struct DaemonSettings {
   uint32_t verify_threads = 4;  // threads hashing one large put_commit (service.h)
   uint32_t spin_us = 50;        // how long an idle connection thread polls before it sleeps
   uint32_t spin_threads = 0;    // connection threads polling at once; 0: half the CPUs
+  // What clients may take (server.h ServerOptions): more is refused with an error naming the key.
+  uint32_t max_connections = 256;        // clients connected at once
+  uint32_t max_ring_entries = 4096;      // entries per ring one Hello may ask for
+  uint32_t max_arena_bytes = 64u << 20;  // arena bytes one Hello may ask for
 };
 
 // [metrics]: the Prometheus endpoint.
 struct MetricsSettings {
   bool enabled = true;
   std::string listen_address = "127.0.0.1:9464";  // host:port ("[::1]:9464" for IPv6)
+  // The HTTP server (metrics.h MetricsHttpOptions): connections served at once, and how long one
+  // may take to send its request before it is closed.
+  uint32_t threads = 8;
+  uint32_t request_timeout_ms = 2000;
 };
 
 // [pool]: memory isolation (DESIGN.md "Trust and isolation"). One pool for now: every namespace

@@ -59,10 +59,29 @@ std::vector<ConfigKey> DaemonKeys() {
            "Threads hashing the payloads of one large put_commit (>= 8 MiB) in parallel; 0: the "
            "connection's own thread",
            KVTIER_FIELD(daemon.verify_threads)),
+      Uint("daemon.max_connections",
+           "Most clients connected at once; a Hello beyond it is refused (ResourceExhausted)",
+           KVTIER_FIELD(daemon.max_connections)),
+      Uint("daemon.max_ring_entries",
+           "Most entries per ring one client may ask for, in [256, 65536]; a Hello asking more is "
+           "refused",
+           KVTIER_FIELD(daemon.max_ring_entries)),
+      Size("daemon.max_arena_bytes",
+           "Most arena bytes one client may ask for, in [2MiB, 1GiB]; a Hello asking more is "
+           "refused",
+           KVTIER_FIELD(daemon.max_arena_bytes)),
       Bool("metrics.enabled", "Serve Prometheus metrics", KVTIER_FIELD(metrics.enabled)),
       Text("metrics.listen_address",
            "host:port of the metrics endpoint; not authenticated, so loopback by default",
            KVTIER_FIELD(metrics.listen_address)),
+      Uint("metrics.threads",
+           "HTTP threads, in [1, 1024]: connections served at once (an idle one holds a thread "
+           "until metrics.request_timeout_ms)",
+           KVTIER_FIELD(metrics.threads)),
+      Uint("metrics.request_timeout_ms",
+           "A connection must send its request within this (and take the answer), else it is "
+           "closed; in [1, 600000]",
+           KVTIER_FIELD(metrics.request_timeout_ms)),
       Text("pool.name", "Name of the one memory pool (all namespaces share its T1 segment)",
            KVTIER_FIELD(pool.name)),
       Uint("index.num_shards", "Shards (and locks) of the block index: a power of two <= 4096",

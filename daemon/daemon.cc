@@ -86,6 +86,9 @@ ServerOptions ServerOptionsOf(const DaemonConfig& config) {
   o.socket_mode = config.daemon.socket_mode;
   o.allowed_uids = config.daemon.allowed_uids;
   o.allowed_gids = config.daemon.allowed_gids;
+  o.max_connections = config.daemon.max_connections;
+  o.max_ring_entries = config.daemon.max_ring_entries;
+  o.max_arena_bytes = config.daemon.max_arena_bytes;
   o.connection.spin_us = static_cast<int>(config.daemon.spin_us);
   const uint32_t slots = config.daemon.spin_threads;
   o.connection.spin_budget = std::make_shared<SpinBudget>(
@@ -100,8 +103,9 @@ absl::Status BuildMetricsAndTiers(Daemon::Parts& p) {
     TierMask tiers = TierBit(Tier::kT1);
     if (options.t0) tiers |= TierBit(Tier::kT0);
     if (options.t2) tiers |= TierBit(Tier::kT2);
+    const MetricsHttpOptions http{p.config.metrics.threads, p.config.metrics.request_timeout_ms};
     KVTIER_ASSIGN_OR_RETURN(p.metrics,
-                            DaemonMetrics::Create(p.config.metrics.listen_address, tiers));
+                            DaemonMetrics::Create(p.config.metrics.listen_address, tiers, http));
     DaemonMetrics* metrics = p.metrics.get();  // outlives the tiers (Parts' member order)
     options.on_move = [metrics](const TierMove& move, double seconds) {
       metrics->ObserveTierMove(move, seconds);

@@ -29,9 +29,14 @@ verify_puts = true
 spin_us = 7
 spin_threads = 3
 verify_threads = 2
+max_connections = 16
+max_ring_entries = 1024
+max_arena_bytes = "8MiB"
 [metrics]
 enabled = false
 listen_address = "[::1]:9100"
+threads = 4
+request_timeout_ms = 500
 [pool]
 name = "tenant-a"
 [index]

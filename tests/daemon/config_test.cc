@@ -129,6 +129,25 @@ TEST(ConfigTest, TierChecksNameTheKeyTheyAreAbout) {
               HasSubstr(":2: daemon.spin_us: 2000000 is more than 1000000 (one second)"));
 }
 
+// What one client may take, and the metrics endpoint's threads and timeout.
+TEST(ConfigTest, ClientLimitsAreCheckedAgainstTheDefaultsAndTheProtocol) {
+  TempDir dir;
+  EXPECT_THAT(LoadError(dir, "[daemon]\nmax_connections = 0\n"),
+              HasSubstr(":2: daemon.max_connections: must be > 0"));
+  EXPECT_THAT(LoadError(dir, "[daemon]\nmax_ring_entries = 128\n"),
+              HasSubstr(":2: daemon.max_ring_entries: 128 is not in [256, 65536]"));
+  EXPECT_THAT(LoadError(dir, "[daemon]\nmax_ring_entries = 131072\n"),
+              HasSubstr(":2: daemon.max_ring_entries: 131072 is not in [256, 65536]"));
+  EXPECT_THAT(LoadError(dir, "[daemon]\nmax_arena_bytes = \"1MiB\"\n"),
+              HasSubstr(":2: daemon.max_arena_bytes: 1048576 is not in [2MiB, 1GiB]"));
+  EXPECT_THAT(LoadError(dir, "[daemon]\nmax_arena_bytes = \"2GiB\"\n"),
+              HasSubstr(":2: daemon.max_arena_bytes: 2147483648 is not in [2MiB, 1GiB]"));
+  EXPECT_THAT(LoadError(dir, "[metrics]\nthreads = 0\n"),
+              HasSubstr(":2: metrics.threads: 0 is not in [1, 1024]"));
+  EXPECT_THAT(LoadError(dir, "[metrics]\nrequest_timeout_ms = 0\n"),
+              HasSubstr(":2: metrics.request_timeout_ms: 0 is not in [1, 600000]"));
+}
+
 TEST(ConfigTest, DisabledT2IsNotCheckedAndNotPassedOn) {
   TempDir dir;
   absl::StatusOr<DaemonConfig> config =
