@@ -174,7 +174,10 @@ void ValidateT2(const DaemonConfig& c, Checks& checks) {
     checks.Add(
         Invalid(fmt::format("t1.slot_bytes: {} is more than 1GiB, the largest T2 slot", slot)));
   }
-  if (t2.capacity_bytes == 0 || (slot != 0 && t2.capacity_bytes % slot != 0)) {
+  // A bad t1.slot_bytes is reported once, by [t1]'s checks; a capacity is judged only against a
+  // good one.
+  const bool slot_ok = slot != 0 && slot % 4096 == 0 && slot <= kMaxT2SlotBytes;
+  if (t2.capacity_bytes == 0 || (slot_ok && t2.capacity_bytes % slot != 0)) {
     checks.Add(
         Invalid(fmt::format("t2.capacity_bytes: {} is not a positive multiple of "
                             "t1.slot_bytes ({})",
