@@ -3,10 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <future>
 #include <utility>
 
-#include "common/checksum.h"
 #include "common/log.h"
 
 namespace kvtier::client {
@@ -58,6 +56,7 @@ absl::StatusOr<std::unique_ptr<GpuClient>> GpuClient::Create(Client* client,
 absl::Status GpuClient::Init() {
   KVTIER_RETURN_IF_ERROR(gpu::SetDevice(options_.device));
   KVTIER_ASSIGN_OR_RETURN(copier_, KvCopier::Create());
+  KVTIER_ASSIGN_OR_RETURN(checksummer_, GpuChecksummer::Create());
   std::byte* base = client_->t1_base();
   const uint64_t bytes = client_->t1_bytes();
   for (uint64_t off = 0; off < bytes; off += kRegisterChunk) {
@@ -102,8 +101,31 @@ absl::Status GpuClient::OpenT0() {
 }
 
 GpuClient::~GpuClient() {
+  for (const auto& [p, capacity] : all_sums_) (void)gpu::PinnedFree(p);
   if (t0_device_ != nullptr) (void)gpu::CloseIpc(t0_device_);
   for (std::byte* p : registered_) (void)gpu::HostUnregister(p);
+}
+
+absl::StatusOr<uint64_t*> GpuClient::AcquireSums(size_t n) {
+  std::lock_guard<std::mutex> lock(sums_mu_);
+  for (size_t i = 0; i < free_sums_.size(); ++i) {
+    if (free_sums_[i].second >= n) {
+      uint64_t* p = free_sums_[i].first;
+      free_sums_.erase(free_sums_.begin() + static_cast<ptrdiff_t>(i));
+      return p;
+    }
+  }
+  const size_t capacity = std::max<size_t>(n, kMaxBatch);
+  KVTIER_ASSIGN_OR_RETURN(void* p, gpu::PinnedAlloc(capacity * sizeof(uint64_t)));
+  all_sums_.push_back({static_cast<uint64_t*>(p), capacity});
+  return static_cast<uint64_t*>(p);
+}
+
+void GpuClient::ReleaseSums(uint64_t* sums) {
+  std::lock_guard<std::mutex> lock(sums_mu_);
+  for (const auto& entry : all_sums_) {
+    if (entry.first == sums) free_sums_.push_back(entry);
+  }
 }
 
 KvCopyPath GpuClient::PathFor(const PagedKvCache& cache) const {
@@ -264,6 +286,7 @@ absl::StatusOr<GpuTransfer> GpuClient::PutFromCache(absl::Span<const BlockKey> k
                                                     const std::optional<BlockKey>& parent) {
   KVTIER_RETURN_IF_ERROR(
       CheckShapes(keys.size(), engine_blocks.size(), cache, client_->slot_bytes()));
+  KVTIER_RETURN_IF_ERROR(CheckChecksumLayout(cache));  // before any slot is reserved
   KVTIER_ASSIGN_OR_RETURN(gpu::Event event, gpu::Event::Create());
   std::vector<protocol::PutBeginItem> items(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -298,11 +321,19 @@ absl::StatusOr<GpuTransfer> GpuClient::PutFromCache(absl::Span<const BlockKey> k
 
 absl::Status GpuClient::EnqueueChunks(const PagedKvCache& cache, absl::Span<const int32_t> blocks,
                                       gpu::StreamHandle stream, GpuTransfer* t) {
-  // One chunk per hashing thread, each copied and then marked by its own event.
   const size_t n = blocks.size();
-  const auto threads = static_cast<size_t>(std::max(options_.hash_threads, 1));
-  const size_t chunks = std::clamp<size_t>(threads, 1, std::max<size_t>(n, 1));
-  for (size_t c = 0; c < chunks && n > 0; ++c) {
+  if (n == 0) return absl::OkStatus();
+  // The checksums first, from the cache in place: ordered after the engine's writes on `stream`
+  // like the copies, and done when any chunk's event (recorded after them) has fired.
+  KVTIER_ASSIGN_OR_RETURN(t->sums_, AcquireSums(n));
+  KVTIER_ASSIGN_OR_RETURN(void* sums_device, gpu::DevicePointerOf(t->sums_));
+  KVTIER_RETURN_IF_ERROR(checksummer_->CacheBlocks(cache,
+                                                   std::span<const int32_t>(blocks.data(), n),
+                                                   static_cast<uint64_t*>(sums_device), stream));
+  // Then the copies, one chunk at a time, each marked by its own event.
+  const auto wanted = static_cast<size_t>(std::max(options_.commit_chunks, 1));
+  const size_t chunks = std::min(wanted, n);
+  for (size_t c = 0; c < chunks; ++c) {
     GpuTransfer::Chunk chunk;
     chunk.begin = n * c / chunks;
     chunk.end = n * (c + 1) / chunks;
@@ -313,25 +344,6 @@ absl::Status GpuClient::EnqueueChunks(const PagedKvCache& cache, absl::Span<cons
                 absl::MakeConstSpan(t->slots_).subspan(chunk.begin, len), stream));
     KVTIER_RETURN_IF_ERROR(chunk.event.Record(stream));
     t->chunks_.push_back(std::move(chunk));
-  }
-  // Hashing starts now, each chunk as soon as its copies land. The threads see the chunk's event
-  // through its address in chunks_, whose elements stay put from here on (a moved vector keeps
-  // its buffer).
-  for (GpuTransfer::Chunk& chunk : t->chunks_) {
-    std::vector<const std::byte*> data;
-    for (size_t j = chunk.begin; j < chunk.end; ++j)
-      data.push_back(client_->SlotData(t->slots_[j]));
-    const gpu::Event* done = &chunk.event;
-    const uint32_t bytes = t->payload_bytes_;
-    chunk.checksums = std::async(
-        std::launch::async,
-        [done, bytes, data = std::move(data)]() -> absl::StatusOr<std::vector<uint64_t>> {
-          KVTIER_RETURN_IF_ERROR(done->Synchronize());
-          std::vector<uint64_t> sums;
-          sums.reserve(data.size());
-          for (const std::byte* d : data) sums.push_back(PayloadChecksum(d, bytes));
-          return sums;
-        });
   }
   return absl::OkStatus();
 }
@@ -350,6 +362,7 @@ GpuTransfer::GpuTransfer(GpuTransfer&& o) noexcept
       slots_(std::move(o.slots_)),
       codes_(std::move(o.codes_)),
       copied_index_(std::move(o.copied_index_)),
+      sums_(std::exchange(o.sums_, nullptr)),
       payload_bytes_(o.payload_bytes_),
       copied_(o.copied_),
       t0_copied_(o.t0_copied_),
@@ -397,21 +410,17 @@ absl::Status GpuTransfer::Finish() {
 }
 
 absl::Status GpuTransfer::FinishPut() {
-  // Chunks commit in order while later chunks may still be hashing. A block is committed only
-  // after its chunk's event said its copy landed (the hashing thread waited for it).
+  // Chunks commit in order while later chunks may still be copying. A block is committed only
+  // after its chunk's event said its copy (and its checksum, enqueued before) landed.
   Client* client = owner_->client();
   absl::Status status;
   for (Chunk& chunk : chunks_) {
-    absl::StatusOr<std::vector<uint64_t>> sums = chunk.checksums.get();
-    if (!status.ok()) continue;  // after a failure, only wait for the other threads
-    if (!sums.ok()) {
-      status = sums.status();
-      continue;
-    }
-    std::vector<protocol::PutCommitItem> items(sums->size());
+    if (status.ok()) status = chunk.event.Synchronize();
+    if (!status.ok()) continue;  // after a failure nothing more is committed
+    std::vector<protocol::PutCommitItem> items(chunk.end - chunk.begin);
     for (size_t j = 0; j < items.size(); ++j) {
       items[j].key = keys_[chunk.begin + j];
-      items[j].checksum = (*sums)[j];
+      items[j].checksum = sums_[chunk.begin + j];
     }
     auto done = client->PutCommit(items);
     if (!done.ok()) {
@@ -422,6 +431,7 @@ absl::Status GpuTransfer::FinishPut() {
       codes_[copied_index_[chunk.begin + j]] = CodeOf((*done)[j]);
     }
   }
+  if (sums_ != nullptr) owner_->ReleaseSums(std::exchange(sums_, nullptr));
   return status;
 }
 

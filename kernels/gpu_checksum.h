@@ -27,6 +27,11 @@
 
 namespace kvtier {
 
+// OK when GpuChecksummer::CacheBlocks can hash blocks of `cache`: a valid layout whose payload is
+// under 4 GiB, with row_bytes, every stride and every base address 8-byte aligned. InvalidArgument
+// naming what is not. Every variant (a caller checks before it commits to a transfer).
+absl::Status CheckChecksumLayout(const PagedKvCache& cache);
+
 class GpuChecksummer {
  public:
   // On the current device. FailedPrecondition in the CPU-only variant.

@@ -17,8 +17,6 @@ constexpr unsigned kBlocksPerMultiprocessor = 4;
 
 constexpr size_t kMaxItems = size_t{1} << 24;  // per call; keeps every count in 32 bits
 
-bool Aligned8(int64_t v) { return v % 8 == 0; }
-
 absl::Status CheckCount(size_t n) {
   if (n <= kMaxItems) return absl::OkStatus();
   return absl::InvalidArgumentError(
@@ -26,24 +24,8 @@ absl::Status CheckCount(size_t n) {
 }
 
 absl::Status CheckPagedArgs(const PagedKvCache& cache, std::span<const int32_t> engine_blocks) {
-  KVTIER_RETURN_IF_ERROR(ValidatePagedKvCache(cache));
+  KVTIER_RETURN_IF_ERROR(CheckChecksumLayout(cache));
   KVTIER_RETURN_IF_ERROR(CheckCount(engine_blocks.size()));
-  if (cache.payload_bytes() > UINT32_MAX) {
-    return absl::InvalidArgumentError(
-        fmt::format("GPU checksum: a payload of {} bytes is 4 GiB or more", cache.payload_bytes()));
-  }
-  if (!Aligned8(static_cast<int64_t>(cache.row_bytes())) || !Aligned8(cache.block_stride) ||
-      !Aligned8(cache.token_stride) || !Aligned8(cache.head_stride)) {
-    return absl::InvalidArgumentError(
-        "GPU checksum: row_bytes and every stride of the cache must be multiples of 8");
-  }
-  for (uint32_t l = 0; l < cache.num_layers(); ++l) {
-    if (reinterpret_cast<uintptr_t>(cache.layers[l].k) % 8 != 0 ||
-        reinterpret_cast<uintptr_t>(cache.layers[l].v) % 8 != 0) {
-      return absl::InvalidArgumentError(
-          fmt::format("GPU checksum: layer {}'s K or V base is not 8-byte aligned", l));
-    }
-  }
   for (size_t i = 0; i < engine_blocks.size(); ++i) {
     if (engine_blocks[i] < 0) {
       return absl::InvalidArgumentError(
