@@ -200,7 +200,7 @@ TEST_F(KvtierdDosTest, IdleMetricsConnectionsDoNotBlockAScrape) {
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(page.ok()) << page.status() << " after " << took.count() << " s\n" << daemon_->Log();
   EXPECT_TRUE(absl::StrContains(*page, "kvtier_connected_clients"));
-  EXPECT_LT(took.count(), 4.0);
+  EXPECT_LT(took.count(), 4.5);  // one request timeout (2 s) and a loaded machine
 }
 
 // Few threads and a short timeout: idle and slow connections (a request that never ends) are
