@@ -96,61 +96,71 @@ absl::Status Interpreter::ExecSet(const Stmt& s, Value value) {
   return absl::OkStatus();
 }
 
-absl::Status Interpreter::ExecFor(const Stmt& s, std::string* out) {
+absl::Status Interpreter::BindTargets(const Stmt& s, const Value& item) {
+  if (s.targets.size() == 1) return Assign(s.targets[0], item), absl::OkStatus();
+  if (!item.is_array() || item.array().size() != s.targets.size()) {
+    return absl::InvalidArgumentError(fmt::format("cannot unpack a {} into {} loop variables",
+                                                  item.TypeName(), s.targets.size()));
+  }
+  for (size_t k = 0; k < s.targets.size(); ++k) Assign(s.targets[k], item.array()[k]);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Array> Interpreter::LoopItems(const Stmt& s) {
   KVTIER_ASSIGN_OR_RETURN(Value iterable, Eval(*s.expr));
-  Array items;
-  if (!iterable.is_undefined()) {  // Jinja's Undefined iterates as empty
-    KVTIER_ASSIGN_OR_RETURN(items, Iterate(iterable));
-  }
-  scopes_.emplace_back();
-  auto bind = [&](const Value& item) -> absl::Status {
-    if (s.targets.size() == 1) return Assign(s.targets[0], item), absl::OkStatus();
-    if (!item.is_array() || item.array().size() != s.targets.size()) {
-      return absl::InvalidArgumentError(fmt::format("cannot unpack a {} into {} loop variables",
-                                                    item.TypeName(), s.targets.size()));
-    }
-    for (size_t k = 0; k < s.targets.size(); ++k) Assign(s.targets[k], item.array()[k]);
-    return absl::OkStatus();
-  };
+  if (iterable.is_undefined()) return Array();  // Jinja's Undefined iterates as empty
+  KVTIER_ASSIGN_OR_RETURN(Array items, Iterate(iterable));
+  if (!s.filter) return items;
   Array kept;
-  for (const Value& item : items) {
-    KVTIER_RETURN_IF_ERROR(bind(item));
-    bool keep = true;
-    if (s.filter) {
-      KVTIER_ASSIGN_OR_RETURN(Value c, Eval(*s.filter));
-      keep = c.Truthy();
-    }
-    if (keep) kept.push_back(item);
+  for (const Value& item : items) {  // in the loop's scope (ExecFor pushed it)
+    KVTIER_RETURN_IF_ERROR(BindTargets(s, item));
+    KVTIER_ASSIGN_OR_RETURN(Value keep, Eval(*s.filter));
+    if (keep.Truthy()) kept.push_back(item);
   }
-  const auto n = static_cast<int64_t>(kept.size());
-  absl::Status status;
+  return kept;
+}
+
+namespace {
+
+// Jinja's `loop` for iteration `i` over `items`.
+Value LoopObject(const Array& items, int64_t i) {
+  const auto n = static_cast<int64_t>(items.size());
+  Value loop = Value::FromObject({{"index", Value(i + 1)},
+                                  {"index0", Value(i)},
+                                  {"revindex", Value(n - i)},
+                                  {"revindex0", Value(n - i - 1)},
+                                  {"first", Value(i == 0)},
+                                  {"last", Value(i == n - 1)},
+                                  {"length", Value(n)},
+                                  {"previtem", i > 0 ? items[i - 1] : Value()},
+                                  {"nextitem", i + 1 < n ? items[i + 1] : Value()}});
+  loop.Set("cycle", Value::FromFunction([i](CallArgs& args) -> absl::StatusOr<Value> {
+             if (args.positional.empty()) {
+               return absl::InvalidArgumentError("loop.cycle needs arguments");
+             }
+             return args.positional[i % args.positional.size()];
+           }));
+  return loop;
+}
+
+}  // namespace
+
+absl::Status Interpreter::ExecFor(const Stmt& s, std::string* out) {
+  scopes_.emplace_back();
+  absl::StatusOr<Array> items = LoopItems(s);
+  absl::Status status = items.status();
+  const int64_t n = items.ok() ? static_cast<int64_t>(items->size()) : 0;
   for (int64_t i = 0; i < n && status.ok(); ++i) {
-    status = bind(kept[i]);
+    status = BindTargets(s, (*items)[i]);
     if (!status.ok()) break;
-    Value loop = Value::FromObject({{"index", Value(i + 1)},
-                                    {"index0", Value(i)},
-                                    {"revindex", Value(n - i)},
-                                    {"revindex0", Value(n - i - 1)},
-                                    {"first", Value(i == 0)},
-                                    {"last", Value(i == n - 1)},
-                                    {"length", Value(n)},
-                                    {"previtem", i > 0 ? kept[i - 1] : Value()},
-                                    {"nextitem", i + 1 < n ? kept[i + 1] : Value()}});
-    loop.Set("cycle", Value::FromFunction([i](CallArgs& args) -> absl::StatusOr<Value> {
-               if (args.positional.empty())
-                 return absl::InvalidArgumentError("loop.cycle needs arguments");
-               return args.positional[i % args.positional.size()];
-             }));
-    Assign("loop", loop);
+    Assign("loop", LoopObject(*items, i));
     // Jinja: what an iteration sets is gone by the next one (namespace() attributes are not).
     scopes_.emplace_back();
     status = Exec(s.body, out);
     scopes_.pop_back();
-    if (flow_ == Flow::kBreak) {
-      flow_ = Flow::kNormal;
-      break;
-    }
+    const bool stop = flow_ == Flow::kBreak;
     flow_ = Flow::kNormal;
+    if (stop) break;
   }
   scopes_.pop_back();
   KVTIER_RETURN_IF_ERROR(status);

@@ -31,6 +31,10 @@ class Interpreter {
   absl::Status Exec(const std::vector<Stmt>& body, std::string* out);
   absl::Status ExecOne(const Stmt& s, std::string* out);
   absl::Status ExecFor(const Stmt& s, std::string* out);
+  // The for's items that pass its `if` clause (evaluated with the loop variables bound).
+  absl::StatusOr<Array> LoopItems(const Stmt& s);
+  // Binds `item` to the loop variables (unpacking a list or tuple into several).
+  absl::Status BindTargets(const Stmt& s, const Value& item);
   absl::Status ExecSet(const Stmt& s, Value value);
   Value DefineMacro(const Stmt& s);
 

@@ -49,7 +49,7 @@ CASES = [
      "{{ [3, 1, 2] | sort }}{{ ys | sort(attribute='n', reverse=true) | map(attribute='n') | list }}{{ [1, 1, 2] | unique | list }}"
      "{{ ys | join(',', attribute='n') }}{{ {'a': 1, 'b': 2} | items | list }}{{ 'abc' | list }}",
      {"xs": [1, 2, 3], "ys": [{"n": 1, "ok": True}, {"n": 2}, {"n": 3, "ok": False}]}),
-    ("filters_numbers", "{{ '42' | int }}{{ 'x' | int }}{{ 3.9 | int }}{{ '2.5' | float }}{{ -3 | abs }}"
+    ("filters_numbers", "{{ '42' | int }}{{ 'x' | int }}{{ '3.9' | int }}{{ 'x' | int(7) }}{{ 3.9 | int }}{{ '2.5' | float }}{{ -3 | abs }}"
      "{{ 2.567 | round(1) }}{{ undefined_thing | default('dflt') }}{{ '' | default('e', true) }}{{ 0 | default(5) }}", {}),
     ("tojson", "{{ v | tojson }}|{{ v | tojson(indent=2) }}|{{ 'é\"\\\\\n\t\x01' | tojson }}|{{ [] | tojson }}{{ {} | tojson(indent=2) }}",
      {"v": {"b": [1, 2.5, None, True, "x"], "a": {"k": "ü"}, "e": [], "f": 1e20, "g": 0.1}}),
