@@ -55,28 +55,32 @@ absl::StatusOr<PreTokenizer> PreTokenizer::Create(const std::vector<PreTokenizer
   return p;
 }
 
-void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* words) const {
+absl::Status PreTokenizer::Split(std::string_view text,
+                                 std::vector<std::string_view>* words) const {
   std::vector<std::string_view> current{text}, next;
   for (const Step& step : steps_) {
     if (step.regex == nullptr) continue;
     next.clear();
-    for (const std::string_view piece : current) ApplyStep(step, piece, &next);
+    for (const std::string_view piece : current) {
+      KVTIER_RETURN_IF_ERROR(ApplyStep(step, piece, &next));
+    }
     current.swap(next);
   }
   for (const std::string_view w : current) {
     if (!w.empty()) words->push_back(w);
   }
+  return absl::OkStatus();
 }
 
-void PreTokenizer::ApplyStep(const Step& step, std::string_view piece,
-                             std::vector<std::string_view>* out) const {
+absl::Status PreTokenizer::ApplyStep(const Step& step, std::string_view piece,
+                                     std::vector<std::string_view>* out) const {
   std::vector<Piece> pieces;
   size_t last = 0;
-  step.regex->FindAll(piece, [&](size_t begin, size_t end) {
+  KVTIER_RETURN_IF_ERROR(step.regex->FindAll(piece, [&](size_t begin, size_t end) {
     if (begin > last) pieces.push_back({last, begin, step.invert});
     pieces.push_back({begin, end, !step.invert});
     last = end;
-  });
+  }));
   if (last < piece.size()) pieces.push_back({last, piece.size(), step.invert});
   // Merging joins a delimiter to its neighbour; `pending` holds the start of a piece still open.
   size_t pending = std::string::npos;
@@ -112,6 +116,7 @@ void PreTokenizer::ApplyStep(const Step& step, std::string_view piece,
   if (step.behavior == SplitBehavior::kMergedWithNext && pending != std::string::npos) {
     out->push_back(piece.substr(pending));
   }
+  return absl::OkStatus();
 }
 
 }  // namespace kvtier::engine

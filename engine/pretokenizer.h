@@ -45,8 +45,9 @@ class PreTokenizer {
   bool add_prefix_space() const { return add_prefix_space_; }
 
   // Appends the words of `text` (valid UTF-8, already normalized and with the prefix space
-  // added) to `words`, as views into `text`, in order.
-  void Split(std::string_view text, std::vector<std::string_view>* words) const;
+  // added) to `words`, as views into `text`, in order. Fails only when a regex hits a PCRE2
+  // resource limit (engine/regex.h).
+  absl::Status Split(std::string_view text, std::vector<std::string_view>* words) const;
 
  private:
   struct Step {
@@ -54,8 +55,8 @@ class PreTokenizer {
     SplitBehavior behavior = SplitBehavior::kIsolated;
     bool invert = false;
   };
-  void ApplyStep(const Step& step, std::string_view piece,
-                 std::vector<std::string_view>* out) const;
+  absl::Status ApplyStep(const Step& step, std::string_view piece,
+                         std::vector<std::string_view>* out) const;
 
   std::vector<Step> steps_;
   bool byte_level_ = false;

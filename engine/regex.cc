@@ -36,16 +36,27 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern, 
   return std::unique_ptr<Regex>(new Regex(std::move(impl)));
 }
 
-void Regex::FindAll(std::string_view text, absl::FunctionRef<void(size_t, size_t)> match) const {
+absl::Status Regex::FindAll(std::string_view text,
+                            absl::FunctionRef<void(size_t, size_t)> match) const {
   pcre2_match_data* data = pcre2_match_data_create_from_pattern(impl_->code, nullptr);
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  absl::Status status;
   size_t start = 0;
   while (start < text.size()) {
-    const int rc = impl_->jit
-                       ? pcre2_jit_match(impl_->code, subject, text.size(), start, 0, data, nullptr)
-                       : pcre2_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK,
-                                     data, nullptr);
-    if (rc < 0) break;  // no further match (or a resource limit: the rest stays one piece)
+    int rc = impl_->jit
+                 ? pcre2_jit_match(impl_->code, subject, text.size(), start, 0, data, nullptr)
+                 : PCRE2_ERROR_JIT_STACKLIMIT;
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+      rc = pcre2_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, data, nullptr);
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof(message));
+      status = absl::ResourceExhaustedError(fmt::format("pre-tokenizer regex failed at byte {}: {}",
+                                                        start, reinterpret_cast<char*>(message)));
+      break;
+    }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
     const size_t begin = ovector[0], end = ovector[1];
     if (end > begin) {
@@ -58,6 +69,7 @@ void Regex::FindAll(std::string_view text, absl::FunctionRef<void(size_t, size_t
     }
   }
   pcre2_match_data_free(data);
+  return status;
 }
 
 }  // namespace kvtier::engine

@@ -23,8 +23,11 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
 
   // Calls `match(begin, end)` for each leftmost non-overlapping match in `text` (valid UTF-8), in
-  // order. An empty match is skipped (the search resumes one character later). Thread-safe.
-  void FindAll(std::string_view text, absl::FunctionRef<void(size_t, size_t)> match) const;
+  // order. An empty match is skipped (the search resumes one character later). A match the JIT
+  // cannot finish (its stack is too small for a very long run) is retried by the interpreter; an
+  // error is returned only when that fails too (a resource limit), naming the byte offset.
+  // Thread-safe.
+  absl::Status FindAll(std::string_view text, absl::FunctionRef<void(size_t, size_t)> match) const;
 
  private:
   struct Impl;

@@ -109,7 +109,7 @@ absl::StatusOr<std::vector<TokenId>> Tokenizer::Encode(std::string_view text,
     if (s.id.has_value()) {
       ids.push_back(*s.id);
     } else {
-      EncodeText(s.text, &ids);
+      KVTIER_RETURN_IF_ERROR(EncodeText(s.text, &ids));
     }
   }
   if (add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
@@ -118,7 +118,7 @@ absl::StatusOr<std::vector<TokenId>> Tokenizer::Encode(std::string_view text,
 
 // Text between raw-matched added tokens: normalize, then look for tokens matched in normalized
 // text, then pre-tokenize and merge what is left.
-void Tokenizer::EncodeText(std::string_view text, std::vector<TokenId>* ids) const {
+absl::Status Tokenizer::EncodeText(std::string_view text, std::vector<TokenId>* ids) const {
   const std::string normalized = normalizer_.Normalize(text);
   if (!added_.HasNormalized()) return EncodeNormalized(normalized, ids);
   std::vector<TextSegment> segments;
@@ -127,20 +127,22 @@ void Tokenizer::EncodeText(std::string_view text, std::vector<TokenId>* ids) con
     if (s.id.has_value()) {
       ids->push_back(*s.id);
     } else {
-      EncodeNormalized(s.text, ids);
+      KVTIER_RETURN_IF_ERROR(EncodeNormalized(s.text, ids));
     }
   }
+  return absl::OkStatus();
 }
 
-void Tokenizer::EncodeNormalized(std::string_view text, std::vector<TokenId>* ids) const {
+absl::Status Tokenizer::EncodeNormalized(std::string_view text, std::vector<TokenId>* ids) const {
   std::string prefixed;
   if (pre_tokenizer_.add_prefix_space() && !text.empty() && text[0] != ' ') {
     prefixed = " " + std::string(text);
     text = prefixed;
   }
   std::vector<std::string_view> words;
-  pre_tokenizer_.Split(text, &words);
+  KVTIER_RETURN_IF_ERROR(pre_tokenizer_.Split(text, &words));
   for (const std::string_view w : words) model_->EncodeWord(w, ids);
+  return absl::OkStatus();
 }
 
 std::string_view Tokenizer::TokenBytes(TokenId id) const {

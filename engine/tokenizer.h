@@ -65,8 +65,8 @@ class Tokenizer {
   Tokenizer(TokenizerSpec spec, TokenizerConfig config, PreTokenizer pre_tokenizer,
             std::unique_ptr<BpeModel> model);
   absl::Status ResolveSpecialTokens();
-  void EncodeText(std::string_view text, std::vector<TokenId>* ids) const;
-  void EncodeNormalized(std::string_view text, std::vector<TokenId>* ids) const;
+  absl::Status EncodeText(std::string_view text, std::vector<TokenId>* ids) const;
+  absl::Status EncodeNormalized(std::string_view text, std::vector<TokenId>* ids) const;
 
   AddedVocabulary added_;
   Normalizer normalizer_;

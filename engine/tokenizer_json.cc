@@ -28,15 +28,28 @@ absl::StatusOr<std::string_view> Str(const object& o, std::string_view key, std:
   return s;
 }
 
-// `o[key]` as a bool; `fallback` when absent or null.
-bool Flag(const object& o, std::string_view key, bool fallback) {
-  bool b = fallback;
-  element e;
-  if (o[key].get(e) == simdjson::SUCCESS && !IsNull(e) && e.get(b) != simdjson::SUCCESS) {
-    return fallback;  // not a bool: keep the default, as `tokenizers`' serde would refuse it
+// Reads optional bool fields of one object (`fallback` when absent or null); the first field
+// that is something else is kept as an error naming it, for the caller to return once.
+class Flags {
+ public:
+  Flags(const object& o, std::string_view path) : o_(o), path_(path) {}
+
+  bool Get(std::string_view key, bool fallback) {
+    bool b = fallback;
+    element e;
+    if (o_[key].get(e) == simdjson::SUCCESS && !IsNull(e) && e.get(b) != simdjson::SUCCESS) {
+      if (status_.ok()) status_ = Bad(path_, fmt::format("\"{}\" must be true or false", key));
+      return fallback;
+    }
+    return b;
   }
-  return b;
-}
+  const absl::Status& status() const { return status_; }
+
+ private:
+  const object& o_;
+  std::string path_;
+  absl::Status status_;
+};
 
 absl::Status ParseNormalizer(const element& e, std::string_view path,
                              std::vector<NormalForm>* out) {
@@ -85,7 +98,9 @@ absl::Status ParseSplit(const object& o, std::string_view path, PreTokenizerStep
   step->pattern = std::string(text);
   KVTIER_ASSIGN_OR_RETURN(std::string_view behavior, Str(o, "behavior", path));
   KVTIER_ASSIGN_OR_RETURN(step->behavior, ParseBehavior(behavior, path));
-  step->invert = Flag(o, "invert", false);
+  Flags flags(o, path);
+  step->invert = flags.Get("invert", false);
+  KVTIER_RETURN_IF_ERROR(flags.status());
   return absl::OkStatus();
 }
 
@@ -111,11 +126,15 @@ absl::Status ParsePreTokenizer(const element& e, std::string_view path,
     KVTIER_RETURN_IF_ERROR(ParseSplit(o, path, &step));
   } else if (type == "ByteLevel") {
     step.kind = PreTokenizerStep::Kind::kByteLevel;
-    step.add_prefix_space = Flag(o, "add_prefix_space", true);
-    step.use_regex = Flag(o, "use_regex", true);
+    Flags flags(o, path);
+    step.add_prefix_space = flags.Get("add_prefix_space", true);
+    step.use_regex = flags.Get("use_regex", true);
+    KVTIER_RETURN_IF_ERROR(flags.status());
   } else if (type == "Digits") {
     step.kind = PreTokenizerStep::Kind::kDigits;
-    step.individual_digits = Flag(o, "individual_digits", false);
+    Flags flags(o, path);
+    step.individual_digits = flags.Get("individual_digits", false);
+    KVTIER_RETURN_IF_ERROR(flags.status());
   } else {
     return Unsupported(path, type);
   }
@@ -167,9 +186,11 @@ absl::Status ParseModel(const element& e, BpeSpec* model) {
   if (o["merges"].get(merges) != simdjson::SUCCESS) return Bad("model.merges", "must be a list");
   size_t rank = 0;
   for (element m : merges) KVTIER_RETURN_IF_ERROR(ParseMerge(m, rank++, model));
-  model->ignore_merges = Flag(o, "ignore_merges", false);
-  model->byte_fallback = Flag(o, "byte_fallback", false);
-  model->fuse_unk = Flag(o, "fuse_unk", false);
+  Flags flags(o, "model");
+  model->ignore_merges = flags.Get("ignore_merges", false);
+  model->byte_fallback = flags.Get("byte_fallback", false);
+  model->fuse_unk = flags.Get("fuse_unk", false);
+  KVTIER_RETURN_IF_ERROR(flags.status());
   std::string_view s;
   if (o["unk_token"].get(s) == simdjson::SUCCESS) model->unk_token = std::string(s);
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
@@ -198,10 +219,12 @@ absl::Status ParseAddedTokens(const element& e, std::vector<AddedToken>* out) {
       return Bad(path, "must be an object with an integer \"id\"");
     }
     KVTIER_ASSIGN_OR_RETURN(std::string_view content, Str(o, "content", path));
+    Flags flags(o, path);
     out->push_back(AddedToken{static_cast<TokenId>(id), std::string(content),
-                              Flag(o, "lstrip", false), Flag(o, "rstrip", false),
-                              Flag(o, "single_word", false), Flag(o, "normalized", true),
-                              Flag(o, "special", false)});
+                              flags.Get("lstrip", false), flags.Get("rstrip", false),
+                              flags.Get("single_word", false), flags.Get("normalized", true),
+                              flags.Get("special", false)});
+    KVTIER_RETURN_IF_ERROR(flags.status());
   }
   return absl::OkStatus();
 }

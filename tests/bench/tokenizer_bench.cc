@@ -74,7 +74,7 @@ int BenchFamily(const std::string& family, const std::string& text) {
   start = Clock::now();
   std::vector<std::string_view> words;
   const std::string normalized = normalizer.Normalize(text);
-  pre->Split(normalized, &words);
+  if (!pre->Split(normalized, &words).ok()) return 1;
   Report("ceiling: NFC + pre-tokenizer only", Seconds(start), text.size(), words.size(), "words");
 
   std::vector<TokenId> ids;

@@ -2,9 +2,11 @@
 // Llama 3.1 and Mistral Nemo tokenizer.json files: token ids of a corpus with code, emoji, CJK,
 // whitespace runs, Unicode spaces, decomposed accents and special tokens; decoding (including
 // U+FFFD for incomplete characters) and streaming decoding.
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/stream_decoder.h"
@@ -97,12 +99,6 @@ TEST_P(TokenizerGoldenTest, PrefixDecodesMatchTokenizers) {
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, TokenizerGoldenTest,
                          ::testing::ValuesIn(testing::kFamilies));
 
-}  // namespace
-}  // namespace kvtier::engine
-
-namespace kvtier::engine {
-namespace {
-
 // The ids behind tokenizer_config.json's special tokens, as transformers resolves them.
 TEST(TokenizerSpecialTokensTest, ResolvedFromTheConfig) {
   for (const std::string family : {"qwen3", "llama3_1", "mistral_nemo"}) {
@@ -149,6 +145,52 @@ TEST(TokenizerSpecialTokensTest, GenerationConfigEosListWins) {
             std::string::npos)
       << t.status();
   std::filesystem::remove_all(dir);
+}
+
+// Megabyte-long runs (spaces, newlines, punctuation, letters) match the regexes' lookahead and
+// repetition on every family without hitting a PCRE2 limit, and decode back to themselves.
+TEST(TokenizerLongInputTest, MegabyteRunsEncodeAndRoundTrip) {
+  const std::string mb(1 << 20, ' ');
+  const std::vector<std::string> texts = {mb + "x", std::string(1 << 20, '\n') + "x",
+                                          std::string(1 << 20, '!'),
+                                          mb + std::string(1 << 20, '\t') + " y"};
+  for (const std::string& family : testing::kFamilies) {
+    ASSERT_TRUE(testing::HaveTokenizer(family));
+    auto t = Tokenizer::Load(testing::TokenizerDir(family));
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (const std::string& text : texts) {
+      auto ids = (*t)->Encode(text, false);
+      ASSERT_TRUE(ids.ok()) << family << ": " << ids.status();
+      EXPECT_EQ((*t)->Decode(*ids), text) << family;
+    }
+  }
+}
+
+// Encode is const and thread-safe: threads sharing one tokenizer (and its word cache) get the
+// golden ids.
+TEST(TokenizerThreadsTest, ConcurrentEncodesGetTheGoldenIds) {
+  ASSERT_TRUE(testing::HaveTokenizer("qwen3"));
+  auto t = Tokenizer::Load(testing::TokenizerDir("qwen3"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const auto corpus = testing::ReadJsonFile(testing::DataDir() / "tokenizer_corpus.json")
+                          .get<std::vector<std::string>>();
+  const auto golden =
+      testing::ReadJsonFile(testing::DataDir() / "tokenizer_goldens" / "qwen3.json");
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int round = 0; round < 3; ++round) {
+        for (size_t i = 0; i < corpus.size(); ++i) {
+          const size_t j = (i + k * 7) % corpus.size();  // threads visit the texts out of step
+          auto ids = (*t)->Encode(corpus[j], false);
+          if (!ids.ok() || *ids != golden["encode"][j].get<std::vector<TokenId>>()) ++mismatches;
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace

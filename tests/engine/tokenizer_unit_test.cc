@@ -143,7 +143,14 @@ TEST(TokenizerJsonTest, ErrorsNameThePathAndWhat) {
                 R"("merges": []}, "decoder": {"type": "WordPiece"})" + bytelevel,
             "f.json: decoder: type \"WordPiece\" is not supported"},
            {R"({"model": {"type": "BPE", )" + vocab + R"("merges": []})" + decoder + "}",
-            "f.json: pre_tokenizer: only byte-level BPE is supported"}}) {
+            "f.json: pre_tokenizer: only byte-level BPE is supported"},
+           {R"({"model": {"type": "BPE", )" + vocab + R"("merges": [], "ignore_merges": "yes"})" +
+                decoder + "}",
+            "f.json: model: \"ignore_merges\" must be true or false"},
+           {R"({"model": {"type": "BPE", )" + vocab +
+                R"("merges": []}, "added_tokens": [{"id": 2, "content": "<x>", "special": 1}])" +
+                decoder + bytelevel,
+            "f.json: added_tokens[0]: \"special\" must be true or false"}}) {
     auto spec = ParseTokenizerJson(json, "f.json");
     absl::Status status = spec.status();
     if (spec.ok()) status = Tokenizer::Create(std::move(spec).value(), TokenizerConfig()).status();
