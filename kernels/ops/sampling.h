@@ -18,7 +18,8 @@ struct SamplingParams {
 
 namespace ref {
 
-// The index of the largest logit; the lowest index among equal ones (torch.argmax).
+// The index of the largest logit; the lowest index among equal ones (torch.argmax). NaN logits
+// are never chosen unless logits[0] is NaN.
 // logits [vocab], vocab >= 1
 int32_t Argmax(const float* logits, int64_t vocab);
 
@@ -27,7 +28,8 @@ float Uniform(uint64_t seed, uint64_t counter);
 
 // The token for generation step `step` (the counter of the random draw).
 // logits [vocab]; preconditions: vocab >= 1, temperature >= 0, top_k >= 0, 0 < top_p <= 1.
-// Ties in probability are ordered by token id. Greedy when temperature == 0.
+// Ties in probability are ordered by token id; NaN logits count as -inf. Greedy when
+// temperature == 0.
 int32_t Sample(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t step);
 
 }  // namespace ref

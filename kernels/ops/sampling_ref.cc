@@ -28,8 +28,10 @@ int32_t Sample(const float* logits, int64_t vocab, const SamplingParams& params,
   // Tokens by decreasing logit (the order of probability), ties by id.
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
+  // NaN (a broken model's output) ranks last: a comparison with NaN is no strict weak order.
+  auto key = [&](int32_t i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
   std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+                   [&](int32_t a, int32_t b) { return key(a) > key(b); });
   int64_t keep = params.top_k > 0 ? std::min<int64_t>(params.top_k, vocab) : vocab;
   // Softmax of logits / temperature over the kept tokens, in double.
   std::vector<double> prob(keep);

@@ -72,6 +72,18 @@ TEST(SamplingRefTest, TopPKeepsTokensUntilTheirMassReachesP) {
   EXPECT_EQ(freq[0], 1.0);
 }
 
+TEST(SamplingRefTest, NanLogitsAreNeverSampled) {
+  std::vector<float> logits(64);
+  for (int i = 0; i < 64; ++i) logits[i] = i % 3 == 0 ? NAN : std::cos(i * 0.37f);
+  const SamplingParams params{.temperature = 1, .top_k = 40, .top_p = 0.95f, .seed = 1};
+  for (uint64_t step = 0; step < 200; ++step) {
+    const int32_t token = Sample(logits.data(), 64, params, step);
+    ASSERT_GE(token, 0);
+    ASSERT_LT(token, 64);
+    ASSERT_FALSE(std::isnan(logits[token])) << token;
+  }
+}
+
 TEST(SamplingRefTest, SameSeedAndStepSameToken) {
   std::vector<float> logits(100);
   for (int i = 0; i < 100; ++i) logits[i] = std::sin(i * 1.7f);
