@@ -30,6 +30,13 @@ inline constexpr int kWarpSize = 64;  // HIP host pass: gfx90a's width (see abov
 inline constexpr int kWarpSize = 32;  // NVIDIA: every architecture's warp (PTX WARP_SZ)
 #endif
 
+// KVTIER_HAS_PTX_MMA: the compiler emits PTX, so warp-level matrix multiply (mma.sync.m16n8k16,
+// ldmatrix) can be written inline; the devices that execute it are sm_80 and later, which a
+// launcher checks at run time (cudaDevAttrComputeCapabilityMajor) before choosing such a kernel.
+#if defined(__CUDACC__) && !defined(__HIP__) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
+#define KVTIER_HAS_PTX_MMA 1
+#endif
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int m = kWarpSize / 2; m > 0; m /= 2) v += __shfl_xor_sync(~0u, v, m);

@@ -6,9 +6,11 @@
 //   GEMM tiled our tiled kernel at the same shape (the HIP build's GEMM; float32 SIMT arithmetic)
 //   HBM copy   a 1 GiB device-to-device copy, counted as bytes read + written
 //
-// Prefill: one sequence of N new tokens (no cached prefix), causal: 4 * q_heads * head_dim *
-// N(N+1)/2 FLOPs. Decode: batch B, one query each against N cached tokens: the K/V bytes read
-// (2 * N * kv_heads * head_dim * 2 bytes per sequence) over the time. GPU event times, best of
+// Prefill: one sequence of N new tokens (no cached prefix), causal, on the default kernel (tensor
+// cores where the device has them) and, at 8K, on the portable SIMT kernel the HIP build runs: 4 *
+// q_heads * head_dim * N(N+1)/2 FLOPs. Decode: batch B, one query each against N cached tokens: the
+// K/V bytes read (2 * N * kv_heads * head_dim * 2 bytes per sequence) over the time. GPU event
+// times, best of
 // --repeat after a warm-up.
 //
 //   kvtier_attention_bench [--repeat R]      (default 5)
@@ -136,7 +138,7 @@ int32_t* Upload(Arena& arena, const std::vector<int32_t>& v) {
   return d;
 }
 
-Row Prefill(int64_t n, int repeat, gpu::StreamHandle stream) {
+Row Prefill(int64_t n, bool portable, int repeat, gpu::StreamHandle stream) {
   Arena arena;
   const ops::AttentionParams p = Params();
   const int64_t blocks = (n + kBlockTokens - 1) / kBlockTokens;
@@ -149,11 +151,12 @@ Row Prefill(int64_t n, int repeat, gpu::StreamHandle stream) {
   b.max_blocks = blocks;
   b.batch = 1;
   const int32_t* indptr = Upload(arena, {0, static_cast<int32_t>(n)});
-  const double s = BestSeconds(repeat, stream, [&] {
-    Check(ops::gpu::AttentionPrefill(DType::kBf16, p, b, indptr, n, stream), "prefill");
-  });
+  const auto run = portable ? ops::gpu::AttentionPrefillPortable : ops::gpu::AttentionPrefill;
+  const double s = BestSeconds(
+      repeat, stream, [&] { Check(run(DType::kBf16, p, b, indptr, n, stream), "prefill"); });
   const double flops = 4.0 * kQHeads * kHeadDim * (static_cast<double>(n) * (n + 1) / 2);
-  return {fmt::format("attention prefill, {} tokens", n), s, flops / s / 1e12, -1};
+  return {fmt::format("attention prefill{}, {} tokens", portable ? " (portable SIMT)" : "", n), s,
+          flops / s / 1e12, -1};
 }
 
 Row Decode(int64_t batch, int64_t n, int repeat, gpu::StreamHandle stream) {
@@ -220,7 +223,8 @@ int Run(int repeat) {
   rows.push_back(Gemm(false, repeat, h));
   rows.push_back(Gemm(true, repeat, h));
   rows.push_back(Copy(repeat, h));
-  for (int64_t n : {1024, 8192, 32768}) rows.push_back(Prefill(n, repeat, h));
+  for (int64_t n : {1024, 8192, 32768}) rows.push_back(Prefill(n, false, repeat, h));
+  rows.push_back(Prefill(8192, true, repeat, h));
   for (int64_t n : {1024, 8192, 32768}) rows.push_back(Decode(1, n, repeat, h));
   rows.push_back(Decode(8, 8192, repeat, h));
   Print(rows);

@@ -4,7 +4,9 @@
 // thousand tokens, and the small head sizes of the tiny test models.
 //
 // Tolerance: the output is a convex combination of V rows (|v| <= 1 here) computed in float32 and
-// rounded once to the format: bf16 atol 4e-3 + rtol 2^-7, fp16 atol 5e-4 + rtol 2^-10.
+// rounded once to the format: bf16 atol 4e-3 + rtol 2^-7, fp16 atol 5e-4 + rtol 2^-10. The
+// tensor-core prefill also rounds the probabilities to the format before P V (as FlashAttention
+// does): bf16 atol 1.2e-2, fp16 atol 1.5e-3.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +33,11 @@ struct Case {
 
 Tolerance AttentionTolerance(DType t) {
   return t == DType::kBf16 ? Tolerance{4e-3, 1.0 / 128} : Tolerance{5e-4, 1.0 / 1024};
+}
+
+// Worst case of rounding each probability (|v| <= 1): one unit roundoff of the format on top.
+Tolerance MmaPrefillTolerance(DType t) {
+  return t == DType::kBf16 ? Tolerance{1.2e-2, 1.0 / 128} : Tolerance{1.5e-3, 1.0 / 1024};
 }
 
 // The pool, block tables and queries of a case, on the host (rounded) and on the device.
@@ -81,21 +88,27 @@ ops::gpu::AttentionBatch Batch(const Setup& s, int64_t batch, DeviceBuffer& out)
   return b;
 }
 
+// Both prefill kernels of this build (the tensor-core one where the device has it, and the
+// portable SIMT one the HIP build runs) against one reference result.
 void CheckPrefill(DType dtype, const Case& c) {
   Setup s;
   Build(dtype, c, s);
   const int64_t batch = static_cast<int64_t>(c.kv_lens.size());
   const int64_t rows = s.q_indptr.back();
   const size_t out_elems = static_cast<size_t>(rows) * c.q_heads * c.head_dim;
-  DeviceBuffer out(out_elems * 2);
-  const int64_t max_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
-  KVTIER_ASSERT_OK(ops::gpu::AttentionPrefill(dtype, s.params, Batch(s, batch, out),
-                                              s.indptr_dev.as<int32_t>(), max_q, nullptr));
   std::vector<float> want(out_elems);
   ops::ref::AttentionPrefill(s.params, s.q.data(), s.q_indptr.data(), c.kv_lens.data(),
                              s.tables.data(), s.max_blocks, batch, s.pool.data(), want.data());
-  const Tolerance tol = AttentionTolerance(dtype);
-  EXPECT_TRUE(Near(Widen(dtype, out.Download<uint16_t>(out_elems)), want, tol.atol, tol.rtol));
+  const int64_t max_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
+  for (const bool portable : {false, true}) {
+    const Tolerance tol = portable ? AttentionTolerance(dtype) : MmaPrefillTolerance(dtype);
+    DeviceBuffer out(out_elems * 2);
+    const auto run = portable ? ops::gpu::AttentionPrefillPortable : ops::gpu::AttentionPrefill;
+    KVTIER_ASSERT_OK(
+        run(dtype, s.params, Batch(s, batch, out), s.indptr_dev.as<int32_t>(), max_q, nullptr));
+    EXPECT_TRUE(Near(Widen(dtype, out.Download<uint16_t>(out_elems)), want, tol.atol, tol.rtol))
+        << (portable ? "portable kernel" : "default kernel");
+  }
 }
 
 void CheckDecode(DType dtype, Case c) {

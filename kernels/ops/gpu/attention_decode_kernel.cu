@@ -3,12 +3,14 @@
 // every multiprocessor busy even at batch 1, then a combine.
 //
 // A thread block owns one (split, KV head, sequence): a contiguous range of `chunk` keys and every
-// query head of the KV head's group (at most kMaxGroup), so each K/V row is read from memory once.
-// Its warps take keys round-robin, kKeysPerStep at a time (independent loads in flight); lanes
-// split the head dimension (kWarpSize lanes, D / kWarpSize elements each), the dot products are
-// reduced across the warp, and each warp keeps an online softmax per query head. The block then
-// merges its warps; with one split it writes the output, otherwise its normalized partial output
-// and log2-sum-exp, which CombineKernel merges per (sequence, head).
+// query head of the KV head's group (at most G, a template bound), so each K/V row is read from
+// memory once. Lanes work in teams of D / 8, one team per key, each lane holding 8 consecutive
+// elements of the head (one 16-byte load of K and of V); a warp thus reads kWarpSize / (D / 8)
+// keys per load and kKeysPerLane loads per step, all issued before any arithmetic so that many
+// bytes are in flight. Scores are reduced within the team; softmax is online per team, updated
+// once per step (one rescale for the step's keys). The block then merges its teams and warps; with
+// one split it writes the output, otherwise its normalized partial output and log2-sum-exp, which
+// CombineKernel merges per (sequence, head).
 #include <cstdint>
 
 #include "kernels/device_caps.h"
@@ -22,41 +24,62 @@ using dev::kWarpSize;
 constexpr int kWarps = 4;
 constexpr int kMaxGroup = 8;
 constexpr int kKeysPerStep = 4;
+constexpr int kMinBlocks = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
-// kN consecutive elements of a K/V row for one lane.
+// kN (a multiple of 8) consecutive elements of a K/V row for one lane, 16 bytes at a time.
 template <typename Fmt, int kN>
 __device__ __forceinline__ void LoadLane(const uint16_t* p, float* out) {
-  if constexpr (kN == 1) {
-    out[0] = Fmt::ToFloat(*p);
-  } else {
-    dev::LoadVec<Fmt, kN>(p, out);
-  }
+#pragma unroll
+  for (int i = 0; i < kN; i += 8) dev::LoadVec<Fmt, 8>(p + i, out + i);
+}
+
+// Element i of 16-bit words held in uint4s.
+template <typename Fmt>
+__device__ __forceinline__ float Elem(const uint4* w, int i) {
+  const uint32_t word = (&w[i / 8].x)[i % 8 / 2];
+  return Fmt::ToFloat(static_cast<uint16_t>(i % 2 == 0 ? word & 0xffffu : word >> 16));
 }
 
 __device__ __forceinline__ const uint16_t* KvRow(const AttentionArgs& a, const int32_t* table,
                                                  int kv, int64_t t, int64_t kv_head) {
   const KvGeometry& g = a.kv;
   const int64_t token_elems = g.kv_heads * g.head_dim;
-  const int64_t slot = table[t / g.block_tokens];
+  // Positions fit in 32 bits (kv_lens are int32): 32-bit division is far cheaper than 64-bit.
+  const auto pos = static_cast<uint32_t>(t);
+  const auto block_tokens = static_cast<uint32_t>(g.block_tokens);
+  const int64_t slot = table[pos / block_tokens];
   const int64_t slot_elems = g.layers * 2 * g.block_tokens * token_elems;
   return a.pool + slot * slot_elems +
-         ((a.layer * 2 + kv) * g.block_tokens + t % g.block_tokens) * token_elems +
+         ((a.layer * 2 + kv) * g.block_tokens + pos % block_tokens) * token_elems +
          kv_head * g.head_dim;
 }
 
+// Lanes per key and keys per warp load for head_dim D (8 elements per lane; small heads use fewer
+// lanes per key and more keys per load).
 template <int D>
-struct DecodeSmem {
-  float m[kWarps][kMaxGroup];
-  float l[kWarps][kMaxGroup];
-  float acc[kWarps][kMaxGroup][D];
+struct Team {
+  static constexpr int kLanes = D / 8 < kWarpSize ? D / 8 : kWarpSize;
+  static constexpr int kTeams = kWarpSize / kLanes;  // keys per warp load
+  static constexpr int kPerLane = D / kLanes;        // 8, or more when D / 8 > kWarpSize
 };
 
-template <typename Fmt, int D>
-__global__ void __launch_bounds__(kWarps* kWarpSize)
+template <int D, int G>
+struct DecodeSmem {
+  static constexpr int kParts = kWarps;  // teams are merged within their warp first
+  float m[kParts][G];
+  float l[kParts][G];
+  float acc[kParts][G][D];
+};
+
+// At least kMinBlocks blocks per multiprocessor (half for the largest group, whose registers would
+// spill): a memory-bound kernel needs many bytes in flight.
+template <typename Fmt, int D, int G>
+__global__ void __launch_bounds__(kWarps* kWarpSize, G >= 8 ? kMinBlocks / 2 : kMinBlocks)
     DecodeKernel(AttentionArgs a, int64_t chunk, float* partial_out, float* partial_lse) {
-  constexpr int kPerLane = D >= kWarpSize ? D / kWarpSize : 1;
-  __shared__ DecodeSmem<D> s;
+  using T = Team<D>;
+  constexpr int kN = T::kPerLane;
+  __shared__ DecodeSmem<D, G> s;
   const int split = blockIdx.x;
   const int splits = gridDim.x;
   const int64_t kv_head = blockIdx.y;
@@ -64,78 +87,132 @@ __global__ void __launch_bounds__(kWarps* kWarpSize)
   const int group = static_cast<int>(a.q_heads / a.kv.kv_heads);
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  const int dim0 = lane * kPerLane;
-  const bool active = dim0 < D;  // lanes past the head (D < kWarpSize) only join reductions
+  const int team = lane / T::kLanes;
+  const int dim0 = lane % T::kLanes * kN;
   const int32_t* table = a.block_tables + b * a.max_blocks;
   const int64_t kv_len = a.kv_lens[b];
   const int64_t pos = kv_len - 1;
-  const int64_t first = a.sliding_window > 0 && pos - a.sliding_window + 1 > 0
-                            ? pos - a.sliding_window + 1
-                            : 0;
+  const int64_t first =
+      a.sliding_window > 0 && pos - a.sliding_window + 1 > 0 ? pos - a.sliding_window + 1 : 0;
   const int64_t begin = first + split * chunk;
   const int64_t end = begin + chunk < kv_len ? begin + chunk : kv_len;
 
-  float q[kMaxGroup][kPerLane];
-  float m[kMaxGroup];
-  float l[kMaxGroup];
-  float acc[kMaxGroup][kPerLane];
+  float q[G][kN];
+  float m[G];
+  float l[G];
+  float acc[G][kN];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < G; ++g) {
     m[g] = -INFINITY;
     l[g] = 0;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) q[g][i] = acc[g][i] = 0;
-    if (g < group && active) {
+    for (int i = 0; i < kN; ++i) q[g][i] = acc[g][i] = 0;
+    if (g < group) {
       const int64_t head = kv_head * group + g;
-      LoadLane<Fmt, kPerLane>(a.q + b * a.q_token_stride + head * D + dim0, q[g]);
+      LoadLane<Fmt, kN>(a.q + b * a.q_token_stride + head * D + dim0, q[g]);
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) q[g][i] *= a.scale * kLog2e;
+      for (int i = 0; i < kN; ++i) q[g][i] *= a.scale * kLog2e;
     }
   }
 
-  for (int64_t t0 = begin + warp * kKeysPerStep; t0 < end; t0 += kWarps * kKeysPerStep) {
-    float k[kKeysPerStep][kPerLane];
-    float v[kKeysPerStep][kPerLane];
+  // Step: this team's keys t0 + team + u * kWarps * kTeams, u < kKeysPerLane.
+  constexpr int kStride = kWarps * T::kTeams;
+  for (int64_t t0 = begin + warp * T::kTeams; t0 < end; t0 += kStride * kKeysPerStep) {
+    // Raw 16-bit words (kN / 8 uint4 per row), converted where used: half the registers.
+    uint4 kr[kKeysPerStep][kN / 8];
+    uint4 vr[kKeysPerStep][kN / 8];
 #pragma unroll
     for (int u = 0; u < kKeysPerStep; ++u) {
+      const int64_t t = t0 + team + static_cast<int64_t>(u) * kStride;
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) k[u][i] = v[u][i] = 0;
-      if (t0 + u < end && active) {
-        LoadLane<Fmt, kPerLane>(KvRow(a, table, 0, t0 + u, kv_head) + dim0, k[u]);
-        LoadLane<Fmt, kPerLane>(KvRow(a, table, 1, t0 + u, kv_head) + dim0, v[u]);
-      }
-    }
+      for (int c = 0; c < kN / 8; ++c) kr[u][c] = vr[u][c] = make_uint4(0, 0, 0, 0);
+      if (t < end) {
+        const uint4* kp = reinterpret_cast<const uint4*>(KvRow(a, table, 0, t, kv_head) + dim0);
+        const uint4* vp = reinterpret_cast<const uint4*>(KvRow(a, table, 1, t, kv_head) + dim0);
 #pragma unroll
-    for (int u = 0; u < kKeysPerStep; ++u) {
-#pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) {
-        if (t0 + u < end && g < group) {  // warp-uniform
-          float dot = 0;
-#pragma unroll
-          for (int i = 0; i < kPerLane; ++i) dot += q[g][i] * k[u][i];
-          const float sc = dev::WarpSum(dot);
-          const float m_new = fmaxf(m[g], sc);
-          const float alpha = exp2f(m[g] - m_new);
-          const float p = exp2f(sc - m_new);
-          m[g] = m_new;
-          l[g] = l[g] * alpha + p;
-#pragma unroll
-          for (int i = 0; i < kPerLane; ++i) acc[g][i] = acc[g][i] * alpha + p * v[u][i];
+        for (int c = 0; c < kN / 8; ++c) {
+          kr[u][c] = kp[c];
+          vr[u][c] = vp[c];
         }
       }
     }
+    // Scores of the step's keys for every query head (K converted once per key).
+    float sc[G][kKeysPerStep];
+#pragma unroll
+    for (int u = 0; u < kKeysPerStep; ++u) {
+      float kf[kN];
+#pragma unroll
+      for (int i = 0; i < kN; ++i) kf[i] = Elem<Fmt>(kr[u], i);
+      const bool valid = t0 + team + static_cast<int64_t>(u) * kStride < end;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float dot = 0;
+#pragma unroll
+        for (int i = 0; i < kN; ++i) dot += q[g][i] * kf[i];
+#pragma unroll
+        for (int x = T::kLanes / 2; x > 0; x /= 2) dot += __shfl_xor_sync(~0u, dot, x);
+        sc[g][u] = valid ? dot : -INFINITY;
+      }
+    }
+    // Online softmax, one rescale per step; sc becomes the probabilities.
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float step_max = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < kKeysPerStep; ++u) step_max = fmaxf(step_max, sc[g][u]);
+      const float m_new = fmaxf(m[g], step_max);
+      // m_new is -inf only while this team has had no key: nothing to scale or add.
+      const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m[g] - m_new);
+      float p_sum = 0;
+#pragma unroll
+      for (int u = 0; u < kKeysPerStep; ++u) {
+        sc[g][u] = sc[g][u] == -INFINITY ? 0.0f : exp2f(sc[g][u] - m_new);
+        p_sum += sc[g][u];
+      }
+#pragma unroll
+      for (int i = 0; i < kN; ++i) acc[g][i] *= alpha;
+      m[g] = m_new;
+      l[g] = l[g] * alpha + p_sum;
+    }
+    // Values (V converted once per key).
+#pragma unroll
+    for (int u = 0; u < kKeysPerStep; ++u) {
+      float vf[kN];
+#pragma unroll
+      for (int i = 0; i < kN; ++i) vf[i] = Elem<Fmt>(vr[u], i);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int i = 0; i < kN; ++i) acc[g][i] += sc[g][u] * vf[i];
+      }
+    }
   }
 
-  // Merge the warps.
+  // Merge the teams of each warp by shuffles (lanes holding the same dims), then the warps through
+  // shared memory.
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    if (g < group && lane == 0) {
-      s.m[warp][g] = m[g];
-      s.l[warp][g] = l[g];
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int x = T::kLanes; x < kWarpSize; x *= 2) {
+      const float mo = __shfl_xor_sync(~0u, m[g], x);
+      const float lo = __shfl_xor_sync(~0u, l[g], x);
+      const float mx = fmaxf(m[g], mo);
+      const float f = mx == -INFINITY ? 0.0f : exp2f(m[g] - mx);
+      const float fo = mx == -INFINITY ? 0.0f : exp2f(mo - mx);
+      l[g] = l[g] * f + lo * fo;
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        acc[g][i] = acc[g][i] * f + __shfl_xor_sync(~0u, acc[g][i], x) * fo;
+      }
+      m[g] = mx;
     }
-    if (g < group && active) {
+    if (team == 0) {
+      if (dim0 == 0) {
+        s.m[warp][g] = m[g];
+        s.l[warp][g] = l[g];
+      }
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) s.acc[warp][g][dim0 + i] = acc[g][i];
+      for (int i = 0; i < kN; ++i) s.acc[warp][g][dim0 + i] = acc[g][i];
     }
   }
   __syncthreads();
@@ -143,11 +220,11 @@ __global__ void __launch_bounds__(kWarps* kWarpSize)
     const int g = i / D;
     const int d = i % D;
     float mx = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s.m[w][g]);
+    for (int w = 0; w < DecodeSmem<D, G>::kParts; ++w) mx = fmaxf(mx, s.m[w][g]);
     float sum = 0;
     float o = 0;
     if (mx != -INFINITY) {
-      for (int w = 0; w < kWarps; ++w) {
+      for (int w = 0; w < DecodeSmem<D, G>::kParts; ++w) {
         const float f = exp2f(s.m[w][g] - mx);
         sum += s.l[w][g] * f;
         o += s.acc[w][g][d] * f;
@@ -187,13 +264,13 @@ __global__ void CombineKernel(int splits, int64_t head_dim, const float* partial
   }
 }
 
-template <typename Fmt, int D>
+template <typename Fmt, int D, int G>
 int Launch(const AttentionArgs& a, int splits, int64_t chunk, float* partial_out,
            float* partial_lse, void* stream) {
   const auto st = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv.kv_heads),
                   static_cast<unsigned>(a.batch));
-  DecodeKernel<Fmt, D><<<grid, kWarps * kWarpSize, 0, st>>>(a, chunk, partial_out, partial_lse);
+  DecodeKernel<Fmt, D, G><<<grid, kWarps * kWarpSize, 0, st>>>(a, chunk, partial_out, partial_lse);
   if (splits > 1) {
     const int err = static_cast<int>(cudaGetLastError());
     if (err != 0) return err;
@@ -203,18 +280,29 @@ int Launch(const AttentionArgs& a, int splits, int64_t chunk, float* partial_out
   return static_cast<int>(cudaGetLastError());
 }
 
+// The smallest group bound G >= the model's query heads per KV head.
+template <typename Fmt, int D>
+int LaunchGroup(const AttentionArgs& a, int splits, int64_t chunk, float* po, float* pl,
+                void* stream) {
+  const int64_t group = a.q_heads / a.kv.kv_heads;
+  if (group <= 1) return Launch<Fmt, D, 1>(a, splits, chunk, po, pl, stream);
+  if (group <= 2) return Launch<Fmt, D, 2>(a, splits, chunk, po, pl, stream);
+  if (group <= 4) return Launch<Fmt, D, 4>(a, splits, chunk, po, pl, stream);
+  return Launch<Fmt, D, kMaxGroup>(a, splits, chunk, po, pl, stream);
+}
+
 template <typename Fmt>
 int LaunchFmt(const AttentionArgs& a, int splits, int64_t chunk, float* po, float* pl,
               void* stream) {
   switch (a.kv.head_dim) {
     case 16:
-      return Launch<Fmt, 16>(a, splits, chunk, po, pl, stream);
+      return LaunchGroup<Fmt, 16>(a, splits, chunk, po, pl, stream);
     case 32:
-      return Launch<Fmt, 32>(a, splits, chunk, po, pl, stream);
+      return LaunchGroup<Fmt, 32>(a, splits, chunk, po, pl, stream);
     case 64:
-      return Launch<Fmt, 64>(a, splits, chunk, po, pl, stream);
+      return LaunchGroup<Fmt, 64>(a, splits, chunk, po, pl, stream);
     case 128:
-      return Launch<Fmt, 128>(a, splits, chunk, po, pl, stream);
+      return LaunchGroup<Fmt, 128>(a, splits, chunk, po, pl, stream);
     default:
       return static_cast<int>(cudaErrorInvalidValue);  // the wrapper admits only the cases above
   }

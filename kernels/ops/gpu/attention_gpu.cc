@@ -63,19 +63,31 @@ int Multiprocessors() {
   return count;
 }
 
+absl::Status Prefill(const char* op, bool allow_mma, DType dtype, const AttentionParams& params,
+                     const AttentionBatch& batch, const int32_t* q_indptr, int64_t max_q_len,
+                     StreamHandle stream) {
+  KVTIER_RETURN_IF_ERROR(check::AttentionShape(op, params, params.q_heads));
+  KVTIER_RETURN_IF_ERROR(CheckBatch(op, params, batch));
+  KVTIER_RETURN_IF_ERROR(check::Positive(op, "max_q_len", max_q_len));
+  KVTIER_RETURN_IF_ERROR(check::NotNull(op, "q_indptr", q_indptr));
+  const int code = launch::AttentionPrefill(dtype == DType::kBf16, ToArgs(params, batch), q_indptr,
+                                            max_q_len, allow_mma, stream);
+  return ::kvtier::gpu::StatusFromVendorCode(code, fmt::format("{} launch", op));
+}
+
 }  // namespace
 
 absl::Status AttentionPrefill(DType dtype, const AttentionParams& params,
                               const AttentionBatch& batch, const int32_t* q_indptr,
                               int64_t max_q_len, StreamHandle stream) {
-  constexpr const char* kOp = "AttentionPrefill";
-  KVTIER_RETURN_IF_ERROR(check::AttentionShape(kOp, params, params.q_heads));
-  KVTIER_RETURN_IF_ERROR(CheckBatch(kOp, params, batch));
-  KVTIER_RETURN_IF_ERROR(check::Positive(kOp, "max_q_len", max_q_len));
-  KVTIER_RETURN_IF_ERROR(check::NotNull(kOp, "q_indptr", q_indptr));
-  const int code = launch::AttentionPrefill(dtype == DType::kBf16, ToArgs(params, batch), q_indptr,
-                                            max_q_len, stream);
-  return ::kvtier::gpu::StatusFromVendorCode(code, "AttentionPrefill launch");
+  return Prefill("AttentionPrefill", true, dtype, params, batch, q_indptr, max_q_len, stream);
+}
+
+absl::Status AttentionPrefillPortable(DType dtype, const AttentionParams& params,
+                                      const AttentionBatch& batch, const int32_t* q_indptr,
+                                      int64_t max_q_len, StreamHandle stream) {
+  return Prefill("AttentionPrefillPortable", false, dtype, params, batch, q_indptr, max_q_len,
+                 stream);
 }
 
 absl::Status AttentionDecode(DType dtype, const AttentionParams& params,
@@ -91,11 +103,11 @@ absl::Status AttentionDecode(DType dtype, const AttentionParams& params,
         fmt::format("{}: workspace of {} bytes, {} needed", kOp, workspace_bytes, need));
   }
   KVTIER_RETURN_IF_ERROR(check::Aligned16(kOp, "workspace", workspace));
-  // Enough blocks for two waves over the machine, no split shorter than kMinKeysPerSplit.
+  // Enough blocks for four per multiprocessor, no split shorter than kMinKeysPerSplit.
   const int64_t span =
       params.sliding_window > 0 ? std::min(max_kv_len, params.sliding_window) : max_kv_len;
   const int64_t blocks = batch.batch * params.kv.kv_heads;
-  int64_t splits = (2 * Multiprocessors() + blocks - 1) / blocks;
+  int64_t splits = (4 * Multiprocessors() + blocks - 1) / blocks;
   splits = std::clamp<int64_t>(splits, 1, kMaxDecodeSplits);
   splits = std::min(splits, std::max<int64_t>(1, span / kMinKeysPerSplit));
   const int64_t chunk = (span + splits - 1) / splits;

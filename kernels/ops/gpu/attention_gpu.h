@@ -3,7 +3,7 @@
 // are 16-bit of the same format; softmax and accumulation are float32.
 //
 // Supported: head_dim 16, 32, 64 or 128; query heads a multiple of KV heads; for decode at most 8
-// query heads per KV head.
+// query heads per KV head. q_token_stride a multiple of 8.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@ namespace kvtier::ops::gpu {
 // Where a batch's queries and K/V are (device memory; shapes as in attention.h).
 struct AttentionBatch {
   const void* q = nullptr;                // token i's query heads at q + i * q_token_stride
-  int64_t q_token_stride = 0;             // elements; 0: q_heads * head_dim (contiguous)
+  int64_t q_token_stride = 0;             // elements, a multiple of 8; 0: q_heads * head_dim
   const int32_t* kv_lens = nullptr;       // [batch]
   const int32_t* block_tables = nullptr;  // [batch, max_blocks]
   int64_t max_blocks = 0;
@@ -25,12 +25,18 @@ struct AttentionBatch {
   void* out = nullptr;         // [rows, q_heads, head_dim], contiguous
 };
 
-// Prefill (flash-attention style, kernels/ops/gpu/attention_prefill_kernel.cu). q_indptr [batch+1]
-// device int32; max_q_len (a host value) at least every sequence's query count — the engine knows
-// it when it builds the batch.
+// Prefill (flash-attention style): on tensor cores where the device has warp-level matrix multiply
+// and head_dim is 64 or 128 (attention_prefill_mma_kernel.cu), else the portable SIMT kernel
+// (attention_prefill_kernel.cu). q_indptr [batch+1] device int32; max_q_len (a host value) at
+// least every sequence's query count — the engine knows it when it builds the batch.
 absl::Status AttentionPrefill(DType dtype, const AttentionParams& params,
                               const AttentionBatch& batch, const int32_t* q_indptr,
                               int64_t max_q_len, StreamHandle stream);
+
+// The portable SIMT kernel whatever the device: what the HIP build runs, for tests and benchmarks.
+absl::Status AttentionPrefillPortable(DType dtype, const AttentionParams& params,
+                                      const AttentionBatch& batch, const int32_t* q_indptr,
+                                      int64_t max_q_len, StreamHandle stream);
 
 // Bytes of device scratch AttentionDecode needs for this batch and head shape: a partial output and
 // log-sum-exp for each of up to kMaxDecodeSplits pieces of every (sequence, query head).

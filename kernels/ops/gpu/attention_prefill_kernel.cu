@@ -1,7 +1,8 @@
 // Device side of AttentionPrefill (kernels/ops/gpu/attention_gpu.h): flash-attention style — keys
 // and values stream through shared memory one tile at a time, softmax is computed online (running
 // max and sum per query row, the accumulator rescaled when the max grows), and no score matrix is
-// ever written out. K/V are read in place from the pool's block-major slots through the block table.
+// ever written out. K/V are read in place from the pool's block-major slots through the block
+// table.
 //
 // Work split: a thread block owns kRowsPerBlock query rows of one sequence and one KV head, rows
 // being (token, query head of the KV head's group) pairs in token-major order, so every K/V tile it
@@ -12,8 +13,8 @@
 // from shared memory. Blocks are launched heaviest first (the causal mask makes later query tiles
 // longer). Scores use exp2 with log2(e) folded into the query scale.
 //
-// SIMT float32 arithmetic, so the same source runs on every vendor; a tensor-core variant is the
-// natural next step for speed (docs/benchmarks.md has its achieved rate).
+// SIMT float32 arithmetic, so the same source runs on every vendor and head size; where the device
+// has warp-level matrix multiply, attention_prefill_mma_kernel.cu serves head_dim 64 and 128.
 #include <cstdint>
 
 #include "kernels/device_caps.h"
@@ -46,10 +47,13 @@ __device__ __forceinline__ const uint16_t* KvRow(const AttentionArgs& a, const i
                                                  int kv, int64_t t, int64_t kv_head) {
   const KvGeometry& g = a.kv;
   const int64_t token_elems = g.kv_heads * g.head_dim;
-  const int64_t slot = table[t / g.block_tokens];
+  // Positions fit in 32 bits (kv_lens are int32): 32-bit division is far cheaper than 64-bit.
+  const auto pos = static_cast<uint32_t>(t);
+  const auto block_tokens = static_cast<uint32_t>(g.block_tokens);
+  const int64_t slot = table[pos / block_tokens];
   const int64_t slot_elems = g.layers * 2 * g.block_tokens * token_elems;
   return a.pool + slot * slot_elems +
-         ((a.layer * 2 + kv) * g.block_tokens + t % g.block_tokens) * token_elems +
+         ((a.layer * 2 + kv) * g.block_tokens + pos % block_tokens) * token_elems +
          kv_head * g.head_dim;
 }
 
@@ -229,8 +233,8 @@ int Launch(const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len, v
   const int64_t tiles = (max_q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.kv.kv_heads),
                   static_cast<unsigned>(a.batch));
-  PrefillKernel<Fmt, D><<<grid, kWarps * kWarpSize, 0, static_cast<cudaStream_t>(stream)>>>(
-      a, q_indptr);
+  PrefillKernel<Fmt, D>
+      <<<grid, kWarps * kWarpSize, 0, static_cast<cudaStream_t>(stream)>>>(a, q_indptr);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -252,9 +256,13 @@ int LaunchFmt(const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len
 
 }  // namespace
 
-int AttentionPrefill(bool bf16, const AttentionArgs& a, const int32_t* q_indptr,
-                     int64_t max_q_len, void* stream) {
+int AttentionPrefill(bool bf16, const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len,
+                     bool allow_mma, void* stream) {
   if (max_q_len <= 0 || a.batch <= 0) return 0;
+  if (allow_mma) {
+    const int code = AttentionPrefillMma(bf16, a, q_indptr, max_q_len, stream);
+    if (code != kNoMmaKernel) return code;
+  }
   return bf16 ? LaunchFmt<dev::Bf16>(a, q_indptr, max_q_len, stream)
               : LaunchFmt<dev::Fp16>(a, q_indptr, max_q_len, stream);
 }

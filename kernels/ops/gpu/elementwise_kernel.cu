@@ -28,7 +28,8 @@ unsigned Grid(int64_t rows) { return static_cast<unsigned>(rows); }
 __global__ void EmbeddingKernel(const int32_t* ids, const uint16_t* table, int64_t hidden,
                                 uint16_t* out) {
   const int64_t row = blockIdx.x;
-  const uint4* src = reinterpret_cast<const uint4*>(table + static_cast<int64_t>(ids[row]) * hidden);
+  const uint4* src =
+      reinterpret_cast<const uint4*>(table + static_cast<int64_t>(ids[row]) * hidden);
   uint4* dst = reinterpret_cast<uint4*>(out + row * hidden);
   for (int64_t i = threadIdx.x; i < hidden / kVec; i += blockDim.x) dst[i] = src[i];
 }
@@ -139,7 +140,8 @@ __global__ void ArgmaxKernel(const float* logits, int64_t vocab, int32_t* out) {
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   float v = -FLT_MAX;
   int32_t idx = INT32_MAX;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) Better(v, idx, row[i], static_cast<int32_t>(i));
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x)
+    Better(v, idx, row[i], static_cast<int32_t>(i));
 #pragma unroll
   for (int m = dev::kWarpSize / 2; m > 0; m /= 2) {
     Better(v, idx, __shfl_xor_sync(~0u, v, m), __shfl_xor_sync(~0u, idx, m));
@@ -151,7 +153,8 @@ __global__ void ArgmaxKernel(const float* logits, int64_t vocab, int32_t* out) {
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < static_cast<int>(blockDim.x / dev::kWarpSize); ++w) Better(v, idx, best_v[w], best_i[w]);
+    for (int w = 1; w < static_cast<int>(blockDim.x / dev::kWarpSize); ++w)
+      Better(v, idx, best_v[w], best_i[w]);
     out[blockIdx.x] = idx == INT32_MAX ? 0 : idx;  // all NaN: token 0, as a scan from 0 gives
   }
 }
@@ -170,7 +173,7 @@ int Embedding(bool bf16, const int32_t* ids, int64_t n, const uint16_t* table, i
               uint16_t* out, void* stream) {
   (void)bf16;  // a copy: the format does not matter
   EmbeddingKernel<<<Grid(n), RowThreads(hidden, kVec), 0, AsStream(stream)>>>(ids, table, hidden,
-                                                                               out);
+                                                                              out);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -178,11 +181,11 @@ int RmsNorm(bool bf16, const uint16_t* x, uint16_t* residual, const uint16_t* we
             int64_t dim, float eps, uint16_t* out, void* stream) {
   const unsigned threads = RowThreads(dim, kVec);
   if (bf16) {
-    RmsNormKernel<Bf16><<<Grid(rows), threads, 0, AsStream(stream)>>>(x, residual, weight, dim,
-                                                                       eps, out);
+    RmsNormKernel<Bf16>
+        <<<Grid(rows), threads, 0, AsStream(stream)>>>(x, residual, weight, dim, eps, out);
   } else {
-    RmsNormKernel<Fp16><<<Grid(rows), threads, 0, AsStream(stream)>>>(x, residual, weight, dim,
-                                                                       eps, out);
+    RmsNormKernel<Fp16>
+        <<<Grid(rows), threads, 0, AsStream(stream)>>>(x, residual, weight, dim, eps, out);
   }
   return static_cast<int>(cudaGetLastError());
 }
@@ -192,10 +195,10 @@ int Rope(bool bf16, uint16_t* x, int64_t token_stride, const int32_t* positions,
   const unsigned threads = RowThreads(head_dim / 2, 1);
   if (bf16) {
     RopeKernel<Bf16><<<Grid(n), threads, 0, AsStream(stream)>>>(x, token_stride, positions,
-                                                                 inv_freq, heads, head_dim);
+                                                                inv_freq, heads, head_dim);
   } else {
     RopeKernel<Fp16><<<Grid(n), threads, 0, AsStream(stream)>>>(x, token_stride, positions,
-                                                                 inv_freq, heads, head_dim);
+                                                                inv_freq, heads, head_dim);
   }
   return static_cast<int>(cudaGetLastError());
 }

@@ -67,11 +67,11 @@ class CublasLtRunner final : public GemmRunner {
     }
     const float alpha = 1.0f;
     const float beta = 0.0f;
-    KVTIER_RETURN_IF_ERROR(FromCublas(
-        cublasLtMatmul(handle_, plan->op, &alpha, args.w, plan->a, args.x, plan->b, &beta, args.y,
-                       plan->d, args.y, plan->d, &plan->algo, workspace_, kWorkspaceBytes,
-                       static_cast<cudaStream_t>(stream)),
-        "matmul"));
+    KVTIER_RETURN_IF_ERROR(
+        FromCublas(cublasLtMatmul(handle_, plan->op, &alpha, args.w, plan->a, args.x, plan->b,
+                                  &beta, args.y, plan->d, args.y, plan->d, &plan->algo, workspace_,
+                                  kWorkspaceBytes, static_cast<cudaStream_t>(stream)),
+                   "matmul"));
     if (bias == nullptr || fused_bias) return absl::OkStatus();
     return ::kvtier::gpu::StatusFromVendorCode(
         gpu_launch::AddBiasToFloat(dtype == DType::kBf16, static_cast<float*>(args.y),

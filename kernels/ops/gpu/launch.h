@@ -51,9 +51,16 @@ struct AttentionArgs {
   uint16_t* out = nullptr;  // [rows, q_heads, head_dim], contiguous
 };
 
-// q_indptr [batch + 1]; max_q_len >= every sequence's query count.
+// q_indptr [batch + 1]; max_q_len >= every sequence's query count. The tensor-core kernel where
+// the device and head size allow it and `allow_mma`, else the portable SIMT kernel.
 int AttentionPrefill(bool bf16, const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len,
-                     void* stream);
+                     bool allow_mma, void* stream);
+
+// The tensor-core kernel alone (attention_prefill_mma_kernel.cu): kNoMmaKernel when this target,
+// device or head size has none (nothing launched), else the vendor's code.
+inline constexpr int kNoMmaKernel = -1;
+int AttentionPrefillMma(bool bf16, const AttentionArgs& a, const int32_t* q_indptr,
+                        int64_t max_q_len, void* stream);
 
 // Split over the sequence: `splits` partial results per (sequence, head) go to
 // partial_out [batch, q_heads, splits, head_dim] and partial_lse [batch, q_heads, splits] (both

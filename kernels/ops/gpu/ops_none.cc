@@ -44,6 +44,10 @@ absl::Status AttentionPrefill(DType, const AttentionParams&, const AttentionBatc
                               int64_t, StreamHandle) {
   return NoGpu("AttentionPrefill");
 }
+absl::Status AttentionPrefillPortable(DType, const AttentionParams&, const AttentionBatch&,
+                                      const int32_t*, int64_t, StreamHandle) {
+  return NoGpu("AttentionPrefillPortable");
+}
 absl::Status AttentionDecode(DType, const AttentionParams&, const AttentionBatch&, int64_t, void*,
                              int64_t, StreamHandle) {
   return NoGpu("AttentionDecode");

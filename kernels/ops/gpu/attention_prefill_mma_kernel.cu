@@ -1,0 +1,314 @@
+// Tensor-core variant of AttentionPrefill for targets with the warp-level 16-bit matrix multiply
+// (PTX mma.sync.m16n8k16, NVIDIA sm_80 and later: KVTIER_HAS_PTX_MMA in kernels/device_caps.h);
+// head_dim 64 or 128. Other targets and head sizes take the SIMT kernel
+// (attention_prefill_kernel.cu), which states the semantics both compute.
+//
+// FlashAttention-2's structure: a thread block owns 64 query rows of one sequence and one KV head,
+// rows being (token, query head of the group) pairs in token-major order (the GQA group shares
+// every K/V tile), 16 rows per warp. The warp's Q fragments stay in registers; K and V tiles of 64
+// keys are staged in shared memory (rows padded by 16 bytes so ldmatrix's eight rows hit distinct
+// banks). S = Q K^T and O += P V run on tensor cores with float32 accumulators; the online softmax
+// works on the accumulator fragments directly, and P is repacked into 16-bit A fragments in
+// registers (the accumulator layout of m16n8 equals the A layout of m16k16), never leaving them.
+#include <cstdint>
+
+#include "kernels/device_caps.h"
+#include "kernels/ops/gpu/launch.h"
+
+namespace kvtier::ops::gpu_launch {
+
+#if defined(KVTIER_HAS_PTX_MMA)
+namespace {
+
+using dev::kWarpSize;
+static_assert(kWarpSize == 32, "mma.sync fragments are laid out over a 32-lane warp");
+
+constexpr int kWarps = 4;
+constexpr int kRows = 16 * kWarps;  // query rows per block
+constexpr int kKeys = 64;           // keys per tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int D>
+struct alignas(16) MmaSmem {
+  static constexpr int kStride = D + 8;  // elements per padded row
+  uint16_t k[kKeys][kStride];            // also stages Q (kRows == kKeys) before the first tile
+  uint16_t v[kKeys][kStride];
+};
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+
+// c += a * b for one m16n8k16 tile, 16-bit inputs of the format, float32 accumulators.
+template <typename Fmt>
+__device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  if constexpr (std::is_same_v<Fmt, dev::Bf16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename Fmt>
+__device__ __forceinline__ uint32_t Pack(float lo, float hi) {
+  return static_cast<uint32_t>(Fmt::FromFloat(lo)) | static_cast<uint32_t>(Fmt::FromFloat(hi))
+                                                         << 16;
+}
+
+__device__ __forceinline__ const uint16_t* KvRow(const AttentionArgs& a, const int32_t* table,
+                                                 int kv, int64_t t, int64_t kv_head) {
+  const KvGeometry& g = a.kv;
+  const int64_t token_elems = g.kv_heads * g.head_dim;
+  const auto pos = static_cast<uint32_t>(t);
+  const auto block_tokens = static_cast<uint32_t>(g.block_tokens);
+  const int64_t slot = table[pos / block_tokens];
+  const int64_t slot_elems = g.layers * 2 * g.block_tokens * token_elems;
+  return a.pool + slot * slot_elems +
+         ((a.layer * 2 + kv) * g.block_tokens + pos % block_tokens) * token_elems +
+         kv_head * g.head_dim;
+}
+
+// Stages keys [t0, t0 + kKeys) of K and V (zeros past kv_len) in shared memory.
+template <int D>
+__device__ void LoadTile(const AttentionArgs& a, const int32_t* table, int64_t kv_head, int64_t t0,
+                         int64_t kv_len, MmaSmem<D>& s) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  for (int c = threadIdx.x; c < kKeys * kChunks; c += blockDim.x) {
+    const int key = c / kChunks;
+    const int col = c % kChunks * 8;
+    uint4 kk = make_uint4(0, 0, 0, 0);
+    uint4 vv = make_uint4(0, 0, 0, 0);
+    if (t0 + key < kv_len) {
+      kk = *reinterpret_cast<const uint4*>(KvRow(a, table, 0, t0 + key, kv_head) + col);
+      vv = *reinterpret_cast<const uint4*>(KvRow(a, table, 1, t0 + key, kv_head) + col);
+    }
+    *reinterpret_cast<uint4*>(&s.k[key][col]) = kk;
+    *reinterpret_cast<uint4*>(&s.v[key][col]) = vv;
+  }
+}
+
+// The block's kRows query rows into s.k (zeros past the sequence), then each warp's A fragments.
+template <int D>
+__device__ void LoadQ(const AttentionArgs& a, int64_t q_begin, int64_t rows, int64_t row0,
+                      int64_t group, int64_t kv_head, MmaSmem<D>& s, uint32_t (&qf)[D / 16][4]) {
+  constexpr int kChunks = D / 8;
+  for (int c = threadIdx.x; c < kRows * kChunks; c += blockDim.x) {
+    const int r = c / kChunks;
+    const int col = c % kChunks * 8;
+    uint4 q = make_uint4(0, 0, 0, 0);
+    if (row0 + r < rows) {
+      const int64_t token = (row0 + r) / group;
+      const int64_t head = kv_head * group + (row0 + r) % group;
+      q = *reinterpret_cast<const uint4*>(a.q + (q_begin + token) * a.q_token_stride + head * D +
+                                          col);
+    }
+    *reinterpret_cast<uint4*>(&s.k[r][col]) = q;
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int m = lane / 8;  // which 8x8 matrix this lane addresses
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    LdMatrixX4(qf[kk], &s.k[warp * 16 + (m % 2) * 8 + lane % 8][kk * 16 + (m / 2) * 8]);
+  }
+  __syncthreads();  // s.k is overwritten by the first tile
+}
+
+template <typename Fmt, int D>
+__global__ void __launch_bounds__(kWarps* kWarpSize)
+    PrefillMmaKernel(AttentionArgs a, const int32_t* q_indptr) {
+  __shared__ MmaSmem<D> s;
+  const int64_t b = blockIdx.z;
+  const int64_t kv_head = blockIdx.y;
+  const int64_t group = a.q_heads / a.kv.kv_heads;
+  const int64_t q_begin = q_indptr[b];
+  const int64_t q_len = q_indptr[b + 1] - q_begin;
+  const int64_t rows = q_len * group;
+  const int64_t row0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
+  if (row0 >= rows) return;
+  const int64_t kv_len = a.kv_lens[b];
+  const int64_t first_pos = kv_len - q_len;
+  const int32_t* table = a.block_tables + b * a.max_blocks;
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int mtx = lane / 8;
+
+  uint32_t qf[D / 16][4];
+  LoadQ<D>(a, q_begin, rows, row0, group, kv_head, s, qf);
+
+  // This thread's two rows (lane / 4 and lane / 4 + 8 of the warp's 16): positions and windows.
+  int64_t pos[2];
+  int64_t lo[2];
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0, 0};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = row0 + warp * 16 + lane / 4 + h * 8;
+    pos[h] = row < rows ? first_pos + row / group : -1;
+    lo[h] = a.sliding_window > 0 ? pos[h] - a.sliding_window + 1 : 0;
+  }
+  float o[D / 8][4] = {};
+  const int64_t last_row = (row0 + kRows < rows ? row0 + kRows : rows) - 1;
+  const int64_t pos_lo = first_pos + row0 / group;
+  const int64_t pos_hi = first_pos + last_row / group;
+  int64_t key_lo = a.sliding_window > 0 ? pos_lo - a.sliding_window + 1 : 0;
+  key_lo = key_lo > 0 ? key_lo / kKeys * kKeys : 0;
+  const float scale = a.scale * kLog2e;
+
+  for (int64_t t0 = key_lo; t0 <= pos_hi; t0 += kKeys) {
+    LoadTile<D>(a, table, kv_head, t0, kv_len, s);
+    __syncthreads();
+    // S = Q K^T: 8 n-tiles of 8 keys, pairs loaded by one ldmatrix.x4.
+    float sc[kKeys / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int j = 0; j < kKeys / 8; j += 2) {
+        uint32_t kb[4];
+        LdMatrixX4(kb, &s.k[(j + mtx / 2) * 8 + lane % 8][kk * 16 + (mtx % 2) * 8]);
+        Mma<Fmt>(sc[j], qf[kk], kb[0], kb[1]);
+        Mma<Fmt>(sc[j + 1], qf[kk], kb[2], kb[3]);
+      }
+    }
+    // Mask, online softmax per row (4 lanes share a row), P into A fragments.
+    float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2;
+        const int64_t key = t0 + j * 8 + (lane % 4) * 2 + e % 2;
+        const bool visible = key <= pos[h] && key >= lo[h];
+        sc[j][e] = visible ? sc[j][e] * scale : -INFINITY;
+        row_max[h] = fmaxf(row_max[h], sc[j][e]);
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(~0u, row_max[h], 1));
+      row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(~0u, row_max[h], 2));
+      const float m_new = fmaxf(m[h], row_max[h]);
+      alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
+      m[h] = m_new;
+      l[h] *= alpha[h];
+    }
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2;
+        sc[j][e] = sc[j][e] == -INFINITY ? 0.0f : exp2f(sc[j][e] - m[h]);
+        l[h] += sc[j][e];  // this lane's share; summed across the 4 lanes at the end
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[n][0] *= alpha[0];
+      o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1];
+      o[n][3] *= alpha[1];
+    }
+    // O += P V: k-steps of 16 keys; V fragments by transposing ldmatrix, two dim n-tiles per load.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      const uint32_t pa[4] = {Pack<Fmt>(sc[2 * kk][0], sc[2 * kk][1]),
+                              Pack<Fmt>(sc[2 * kk][2], sc[2 * kk][3]),
+                              Pack<Fmt>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                              Pack<Fmt>(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+      for (int n = 0; n < D / 8; n += 2) {
+        uint32_t vb[4];
+        LdMatrixX4Trans(vb, &s.v[kk * 16 + (mtx % 2) * 8 + lane % 8][(n + mtx / 2) * 8]);
+        Mma<Fmt>(o[n], pa, vb[0], vb[1]);
+        Mma<Fmt>(o[n + 1], pa, vb[2], vb[3]);
+      }
+    }
+    __syncthreads();  // the tile is consumed before the next one overwrites it
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(~0u, l[h], 1);
+    l[h] += __shfl_xor_sync(~0u, l[h], 2);
+    const int64_t row = row0 + warp * 16 + lane / 4 + h * 8;
+    if (row >= rows) continue;
+    const float inv = l[h] > 0 ? 1.0f / l[h] : 0.0f;
+    const int64_t token = row / group;
+    const int64_t head = kv_head * group + row % group;
+    uint16_t* out = a.out + ((q_begin + token) * a.q_heads + head) * D + (lane % 4) * 2;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(out + n * 8) =
+          Pack<Fmt>(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+    }
+  }
+}
+
+template <typename Fmt, int D>
+int Launch(const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len, void* stream) {
+  const int64_t group = a.q_heads / a.kv.kv_heads;
+  const int64_t tiles = (max_q_len * group + kRows - 1) / kRows;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.kv.kv_heads),
+                  static_cast<unsigned>(a.batch));
+  PrefillMmaKernel<Fmt, D>
+      <<<grid, kWarps * kWarpSize, 0, static_cast<cudaStream_t>(stream)>>>(a, q_indptr);
+  return static_cast<int>(cudaGetLastError());
+}
+
+bool DeviceHasMma() {
+  int device = 0;
+  int major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major >= 8;
+}
+
+}  // namespace
+
+int AttentionPrefillMma(bool bf16, const AttentionArgs& a, const int32_t* q_indptr,
+                        int64_t max_q_len, void* stream) {
+  const int64_t d = a.kv.head_dim;
+  if ((d != 64 && d != 128) || !DeviceHasMma()) return kNoMmaKernel;
+  if (d == 64) {
+    return bf16 ? Launch<dev::Bf16, 64>(a, q_indptr, max_q_len, stream)
+                : Launch<dev::Fp16, 64>(a, q_indptr, max_q_len, stream);
+  }
+  return bf16 ? Launch<dev::Bf16, 128>(a, q_indptr, max_q_len, stream)
+              : Launch<dev::Fp16, 128>(a, q_indptr, max_q_len, stream);
+}
+
+#else  // no warp-level matrix multiply on this target: the SIMT kernel serves
+
+int AttentionPrefillMma(bool, const AttentionArgs&, const int32_t*, int64_t, void*) {
+  return kNoMmaKernel;
+}
+
+#endif
+
+}  // namespace kvtier::ops::gpu_launch
