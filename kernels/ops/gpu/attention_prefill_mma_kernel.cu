@@ -10,6 +10,8 @@
 // banks). S = Q K^T and O += P V run on tensor cores with float32 accumulators; the online softmax
 // works on the accumulator fragments directly, and P is repacked into 16-bit A fragments in
 // registers (the accumulator layout of m16n8 equals the A layout of m16k16), never leaving them.
+// Tiles arrive by cp.async: V of a tile loads during its S = Q K^T, K of the next tile during its
+// softmax and P V.
 #include <cstdint>
 
 #include "kernels/device_caps.h"
@@ -89,23 +91,34 @@ __device__ __forceinline__ const uint16_t* KvRow(const AttentionArgs& a, const i
          kv_head * g.head_dim;
 }
 
-// Stages keys [t0, t0 + kKeys) of K and V (zeros past kv_len) in shared memory.
+// Asynchronous 16-byte copy global -> shared (sm_80+), zero-filled when !valid (src unread).
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most `kPending` of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Starts staging K (kv = 0) or V (kv = 1) of keys [t0, t0 + kKeys) into `tile` (zeros past
+// kv_len), as one committed group; t0 < 0 commits an empty group (keeps the group count regular).
 template <int D>
-__device__ void LoadTile(const AttentionArgs& a, const int32_t* table, int64_t kv_head, int64_t t0,
-                         int64_t kv_len, MmaSmem<D>& s) {
+__device__ void IssueTile(const AttentionArgs& a, const int32_t* table, int kv, int64_t kv_head,
+                          int64_t t0, int64_t kv_len, uint16_t (*tile)[MmaSmem<D>::kStride]) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  for (int c = threadIdx.x; c < kKeys * kChunks; c += blockDim.x) {
-    const int key = c / kChunks;
-    const int col = c % kChunks * 8;
-    uint4 kk = make_uint4(0, 0, 0, 0);
-    uint4 vv = make_uint4(0, 0, 0, 0);
-    if (t0 + key < kv_len) {
-      kk = *reinterpret_cast<const uint4*>(KvRow(a, table, 0, t0 + key, kv_head) + col);
-      vv = *reinterpret_cast<const uint4*>(KvRow(a, table, 1, t0 + key, kv_head) + col);
+  if (t0 >= 0) {
+    for (int c = threadIdx.x; c < kKeys * kChunks; c += blockDim.x) {
+      const int key = c / kChunks;
+      const int col = c % kChunks * 8;
+      const bool valid = t0 + key < kv_len;
+      const uint16_t* src = valid ? KvRow(a, table, kv, t0 + key, kv_head) + col : a.pool;
+      CpAsync16(&tile[key][col], src, valid);
     }
-    *reinterpret_cast<uint4*>(&s.k[key][col]) = kk;
-    *reinterpret_cast<uint4*>(&s.v[key][col]) = vv;
   }
+  CpAsyncCommit();
 }
 
 // The block's kRows query rows into s.k (zeros past the sequence), then each warp's A fragments.
@@ -136,8 +149,9 @@ __device__ void LoadQ(const AttentionArgs& a, int64_t q_begin, int64_t rows, int
   __syncthreads();  // s.k is overwritten by the first tile
 }
 
+// Three blocks per multiprocessor (170 registers a thread, none spilled at head_dim 128).
 template <typename Fmt, int D>
-__global__ void __launch_bounds__(kWarps* kWarpSize)
+__global__ void __launch_bounds__(kWarps* kWarpSize, 3)
     PrefillMmaKernel(AttentionArgs a, const int32_t* q_indptr) {
   __shared__ MmaSmem<D> s;
   const int64_t b = blockIdx.z;
@@ -177,9 +191,13 @@ __global__ void __launch_bounds__(kWarps* kWarpSize)
   key_lo = key_lo > 0 ? key_lo / kKeys * kKeys : 0;
   const float scale = a.scale * kLog2e;
 
+  // Pipeline: V of a tile loads while its scores are computed, K of the next tile while its
+  // softmax and P V run.
+  IssueTile<D>(a, table, 0, kv_head, key_lo, kv_len, s.k);
   for (int64_t t0 = key_lo; t0 <= pos_hi; t0 += kKeys) {
-    LoadTile<D>(a, table, kv_head, t0, kv_len, s);
-    __syncthreads();
+    CpAsyncWait<0>();
+    __syncthreads();  // K(t0) is in; every warp is done with V of the previous tile
+    IssueTile<D>(a, table, 1, kv_head, t0, kv_len, s.v);
     // S = Q K^T: 8 n-tiles of 8 keys, pairs loaded by one ldmatrix.x4.
     float sc[kKeys / 8][4] = {};
 #pragma unroll
@@ -192,6 +210,8 @@ __global__ void __launch_bounds__(kWarps* kWarpSize)
         Mma<Fmt>(sc[j + 1], qf[kk], kb[2], kb[3]);
       }
     }
+    __syncthreads();  // every warp is done with K(t0)
+    IssueTile<D>(a, table, 0, kv_head, t0 + kKeys <= pos_hi ? t0 + kKeys : -1, kv_len, s.k);
     // Mask, online softmax per row (4 lanes share a row), P into A fragments.
     float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -231,6 +251,8 @@ __global__ void __launch_bounds__(kWarps* kWarpSize)
       o[n][2] *= alpha[1];
       o[n][3] *= alpha[1];
     }
+    CpAsyncWait<1>();
+    __syncthreads();  // V(t0) is in (K of the next tile may still be loading)
     // O += P V: k-steps of 16 keys; V fragments by transposing ldmatrix, two dim n-tiles per load.
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
@@ -246,8 +268,8 @@ __global__ void __launch_bounds__(kWarps* kWarpSize)
         Mma<Fmt>(o[n + 1], pa, vb[2], vb[3]);
       }
     }
-    __syncthreads();  // the tile is consumed before the next one overwrites it
   }
+  CpAsyncWait<0>();  // nothing in flight at exit (the last K group is empty)
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
