@@ -57,11 +57,31 @@ absl::StatusOr<NormalForm> ParseNormalForm(std::string_view type) {
 
 std::string Normalizer::Normalize(std::string_view text) const {
   std::string out(text);
-  if (IsAscii(text)) return out;  // every normal form leaves ASCII unchanged
-  for (const NormalForm form : forms_) {
-    UErrorCode status = U_ZERO_ERROR;
-    const icu::Normalizer2* n = IcuInstance(form, &status);
-    if (n != nullptr && U_SUCCESS(status)) out = NormalizeWith(*n, out);
+  for (const NormalizerStep& step : steps_) {
+    switch (step.kind) {
+      case NormalizerStep::Kind::kForm: {
+        if (IsAscii(out)) break;  // every normal form leaves ASCII unchanged
+        UErrorCode status = U_ZERO_ERROR;
+        const icu::Normalizer2* n = IcuInstance(step.form, &status);
+        if (n != nullptr && U_SUCCESS(status)) out = NormalizeWith(*n, out);
+        break;
+      }
+      case NormalizerStep::Kind::kPrepend:
+        if (!out.empty()) out.insert(0, step.text);
+        break;
+      case NormalizerStep::Kind::kReplace: {
+        if (step.text.empty()) break;
+        std::string replaced;
+        size_t begin = 0;
+        for (size_t at = out.find(step.text); at != std::string::npos;
+             at = out.find(step.text, begin)) {
+          replaced.append(out, begin, at - begin).append(step.content);
+          begin = at + step.text.size();
+        }
+        out = replaced.append(out, begin, std::string::npos);
+        break;
+      }
+    }
   }
   return out;
 }

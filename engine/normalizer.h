@@ -1,9 +1,9 @@
-// The normalizer of a tokenizer.json ("normalizer": null, a Unicode normal form, or a Sequence of
-// them): applied to the text between added tokens before pre-tokenization, as Hugging Face
-// `tokenizers` does. Qwen's files name NFC; Llama 3's and Mistral's name none.
+// The normalizer of a tokenizer.json, applied to the text between added tokens before
+// pre-tokenization, as Hugging Face `tokenizers` does: null, a Unicode normal form (Qwen: NFC),
+// Prepend and Replace with a string pattern (SentencePiece-style files such as Llama 2 and
+// Mistral 7B: prepend "▁", replace " " with "▁"), or a Sequence of them.
 #pragma once
 
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,18 +17,27 @@ enum class NormalForm { kNfc, kNfd, kNfkc, kNfkd };
 // Parses a normalizer "type" name ("NFC", "NFKD", ...); an error names any other type.
 absl::StatusOr<NormalForm> ParseNormalForm(std::string_view type);
 
-// Applies normal forms in order. Immutable after construction; safe to share between threads.
+struct NormalizerStep {
+  enum class Kind { kForm, kPrepend, kReplace };
+  Kind kind = Kind::kForm;
+  NormalForm form = NormalForm::kNfc;  // kForm
+  std::string text;                    // kPrepend: what to prepend; kReplace: the pattern
+  std::string content;                 // kReplace: what replaces each occurrence
+};
+
+// Applies the steps in order. Immutable after construction; safe to share between threads.
 class Normalizer {
  public:
-  explicit Normalizer(std::vector<NormalForm> forms) : forms_(std::move(forms)) {}
+  explicit Normalizer(std::vector<NormalizerStep> steps) : steps_(std::move(steps)) {}
 
-  bool empty() const { return forms_.empty(); }
+  bool empty() const { return steps_.empty(); }
 
-  // `text` (valid UTF-8) normalized. ASCII text is returned unchanged without calling ICU.
+  // `text` (valid UTF-8) normalized. Prepend applies to non-empty text only; normal forms leave
+  // ASCII text unchanged without calling ICU.
   std::string Normalize(std::string_view text) const;
 
  private:
-  std::vector<NormalForm> forms_;
+  std::vector<NormalizerStep> steps_;
 };
 
 }  // namespace kvtier::engine

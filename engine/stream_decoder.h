@@ -15,7 +15,9 @@ namespace kvtier::engine {
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special_tokens = false)
-      : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
+      : tokenizer_(tokenizer),
+        skip_special_tokens_(skip_special_tokens),
+        state_(tokenizer.decoder().Start()) {}
 
   // The text that `id` completes (possibly empty).
   std::string Push(TokenId id);
@@ -27,7 +29,7 @@ class StreamDecoder {
  private:
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
-  std::string pending_;  // at most 3 bytes: the start of an incomplete character
+  Decoder::State state_;
 };
 
 }  // namespace kvtier::engine

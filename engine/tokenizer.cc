@@ -1,6 +1,5 @@
 #include "engine/tokenizer.h"
 
-#include "engine/byte_level.h"
 #include "engine/utf8.h"
 #include "fmt/format.h"
 
@@ -44,22 +43,8 @@ Tokenizer::Tokenizer(TokenizerSpec spec, TokenizerConfig config, PreTokenizer pr
       model_(std::move(model)),
       prefix_ids_(std::move(spec.prefix_ids)),
       suffix_ids_(std::move(spec.suffix_ids)),
-      config_(std::move(config)) {
-  size_t limit = model_->id_limit();
-  for (const AddedToken& t : added_.tokens()) limit = std::max(limit, size_t{t.id} + 1);
-  bytes_.resize(limit);
-  for (size_t id = 0; id < model_->id_limit(); ++id) {
-    if (const std::string* text = model_->IdToToken(static_cast<TokenId>(id))) {
-      // `tokenizers`' ByteLevel decoder: a token with a character outside the alphabet is
-      // emitted as its own UTF-8 text.
-      bytes_[id] = ByteLevelToBytes(*text).value_or(*text);
-    }
-  }
-  // An added token decodes to its content, through the same ByteLevel decoder.
-  for (const AddedToken& t : added_.tokens()) {
-    bytes_[t.id] = ByteLevelToBytes(t.content).value_or(t.content);
-  }
-}
+      decoder_(Decoder::Create(spec.decoder, *model_, added_)),
+      config_(std::move(config)) {}
 
 absl::Status Tokenizer::ResolveSpecialTokens() {
   auto resolve = [&](const std::optional<std::string>& text, const char* key,
@@ -145,17 +130,14 @@ absl::Status Tokenizer::EncodeNormalized(std::string_view text, std::vector<Toke
   return absl::OkStatus();
 }
 
-std::string_view Tokenizer::TokenBytes(TokenId id) const {
-  return id < bytes_.size() ? std::string_view(bytes_[id]) : std::string_view();
-}
-
 std::string Tokenizer::Decode(absl::Span<const TokenId> ids, bool skip_special_tokens) const {
-  std::string bytes;
+  Decoder::State state = decoder_.Start();
+  std::string text;
   for (const TokenId id : ids) {
     if (skip_special_tokens && added_.IsSpecial(id)) continue;
-    bytes.append(TokenBytes(id));
+    text += decoder_.Push(&state, id);
   }
-  return ValidPrefixLength(bytes) == bytes.size() ? bytes : LossyUtf8(bytes);
+  return text + decoder_.Finish(&state);
 }
 
 }  // namespace kvtier::engine

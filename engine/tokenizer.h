@@ -1,7 +1,8 @@
-// A Hugging Face byte-level BPE tokenizer (Llama 3, Qwen2.5/3, Mistral tekken files) that gives
-// the token ids `tokenizers` gives: added tokens found first (engine/added_tokens.h), then on the
+// A Hugging Face BPE tokenizer that gives the token ids `tokenizers` gives, for byte-level files
+// (Llama 3, Qwen2.5/3, Mistral tekken) and SentencePiece-style ones (Llama 2, Mistral 7B: "▁" for
+// spaces, <0xXX> byte fallback): added tokens found first (engine/added_tokens.h), then on the
 // text between them the normalizer, the pre-tokenizer regexes (PCRE2) and BPE merges; the
-// post-processor's special tokens when asked. Decoding is byte-level: each token's bytes, joined,
+// post-processor's special tokens when asked. Decoding is the file's decoder (engine/decoder.h),
 // with invalid UTF-8 replaced by U+FFFD as `tokenizers` does; engine/stream_decoder.h does the
 // same one token at a time.
 //
@@ -19,6 +20,7 @@
 #include "common/status.h"
 #include "engine/added_tokens.h"
 #include "engine/bpe.h"
+#include "engine/decoder.h"
 #include "engine/normalizer.h"
 #include "engine/pretokenizer.h"
 #include "engine/tokenizer_config.h"
@@ -50,13 +52,16 @@ class Tokenizer {
   // `skip_special_tokens`.
   std::string Decode(absl::Span<const TokenId> ids, bool skip_special_tokens = false) const;
 
-  // The bytes token `id` decodes to: possibly part of a UTF-8 sequence; empty for an unknown id.
-  std::string_view TokenBytes(TokenId id) const;
+  // What token `id` decodes to on its own (byte-level: bytes, possibly part of a character);
+  // empty for an unknown id.
+  std::string_view TokenBytes(TokenId id) const { return decoder_.Piece(id); }
+  // The decoder behind Decode, for StreamDecoder.
+  const Decoder& decoder() const { return decoder_; }
   bool IsSpecial(TokenId id) const { return added_.IsSpecial(id); }
   // The id of a token spelled as in tokenizer.json (added tokens included).
   std::optional<TokenId> TokenToId(std::string_view token) const;
   // One more than the largest id (the size an embedding table needs at least).
-  size_t vocab_size() const { return bytes_.size(); }
+  size_t vocab_size() const { return decoder_.size(); }
 
   const SpecialTokens& special_tokens() const { return special_; }
   const TokenizerConfig& config() const { return config_; }
@@ -73,7 +78,7 @@ class Tokenizer {
   PreTokenizer pre_tokenizer_;
   std::unique_ptr<BpeModel> model_;
   std::vector<TokenId> prefix_ids_, suffix_ids_;
-  std::vector<std::string> bytes_;  // id -> decoded bytes
+  Decoder decoder_;
   TokenizerConfig config_;
   SpecialTokens special_;
 };

@@ -51,8 +51,22 @@ class Flags {
   absl::Status status_;
 };
 
+// Replace {"pattern": {"String": ...}, "content": ...} (a Regex pattern is not supported).
+absl::StatusOr<NormalizerStep> ParseReplace(const object& o, std::string_view path,
+                                            NormalizerStep step) {
+  std::string_view pattern, content;
+  if (o["pattern"]["String"].get(pattern) != simdjson::SUCCESS) {
+    return absl::UnimplementedError(
+        fmt::format("{}: Replace is supported with a \"String\" pattern only", path));
+  }
+  KVTIER_ASSIGN_OR_RETURN(content, Str(o, "content", path));
+  step.text = std::string(pattern);
+  step.content = std::string(content);
+  return step;
+}
+
 absl::Status ParseNormalizer(const element& e, std::string_view path,
-                             std::vector<NormalForm>* out) {
+                             std::vector<NormalizerStep>* out) {
   if (IsNull(e)) return absl::OkStatus();
   object o;
   if (e.get(o) != simdjson::SUCCESS) return Bad(path, "must be an object or null");
@@ -68,9 +82,20 @@ absl::Status ParseNormalizer(const element& e, std::string_view path,
     }
     return absl::OkStatus();
   }
-  auto form = ParseNormalForm(type);
-  if (!form.ok()) return Unsupported(path, type);
-  out->push_back(*form);
+  NormalizerStep step;
+  if (type == "Prepend") {
+    step.kind = NormalizerStep::Kind::kPrepend;
+    KVTIER_ASSIGN_OR_RETURN(std::string_view text, Str(o, "prepend", path));
+    step.text = std::string(text);
+  } else if (type == "Replace") {
+    step.kind = NormalizerStep::Kind::kReplace;
+    KVTIER_ASSIGN_OR_RETURN(step, ParseReplace(o, path, step));
+  } else {
+    auto form = ParseNormalForm(type);
+    if (!form.ok()) return Unsupported(path, type);
+    step.form = *form;
+  }
+  out->push_back(std::move(step));
   return absl::OkStatus();
 }
 
@@ -283,19 +308,53 @@ absl::Status ParsePostProcessor(const element& e, std::string_view path, Tokeniz
   return absl::OkStatus();
 }
 
-// Decoding is byte-level (engine/tokenizer.h): the only decoder accepted is ByteLevel.
-absl::Status ParseDecoder(const element& e, std::string_view path) {
+// One decoder step (engine/decoder.h): ByteLevel alone, or Replace (string pattern), ByteFallback,
+// Fuse and Strip (after Fuse, from the start) in a Sequence.
+absl::Status ParseDecoderStep(const object& o, std::string_view type, std::string_view path,
+                              bool* fused, DecoderSpec* spec) {
+  if (type == "ByteLevel") {
+    spec->byte_level = true;
+  } else if (type == "Replace") {
+    KVTIER_ASSIGN_OR_RETURN(NormalizerStep r, ParseReplace(o, path, NormalizerStep()));
+    spec->replacements.emplace_back(r.text, r.content);
+  } else if (type == "ByteFallback") {
+    spec->byte_fallback = true;
+  } else if (type == "Fuse") {
+    *fused = true;
+  } else if (type == "Strip") {
+    uint64_t start = 0, stop = 0;
+    std::string_view content;
+    if (!*fused || o["start"].get(start) != simdjson::SUCCESS ||
+        o["stop"].get(stop) != simdjson::SUCCESS || stop != 0 ||
+        o["content"].get(content) != simdjson::SUCCESS) {
+      return absl::UnimplementedError(fmt::format(
+          "{}: Strip is supported after Fuse, with a \"content\" and \"stop\": 0 only", path));
+    }
+    spec->strip_start = start;
+    spec->strip_content = std::string(content);
+  } else {
+    return Unsupported(path, type);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseDecoder(const element& e, std::string_view path, DecoderSpec* spec) {
   object o;
   if (e.get(o) != simdjson::SUCCESS) return Unsupported(path, "null");
   KVTIER_ASSIGN_OR_RETURN(std::string_view type, Str(o, "type", path));
-  if (type == "ByteLevel") return absl::OkStatus();
-  if (type != "Sequence") return Unsupported(path, type);
+  bool fused = false;
+  if (type != "Sequence") return ParseDecoderStep(o, type, path, &fused, spec);
   array items;
-  if (o["decoders"].get(items) != simdjson::SUCCESS)
+  if (o["decoders"].get(items) != simdjson::SUCCESS) {
     return Bad(path, "\"decoders\" must be a list");
+  }
   size_t i = 0;
   for (element item : items) {
-    KVTIER_RETURN_IF_ERROR(ParseDecoder(item, fmt::format("{}.decoders[{}]", path, i++)));
+    const std::string item_path = fmt::format("{}.decoders[{}]", path, i++);
+    object step;
+    if (item.get(step) != simdjson::SUCCESS) return Bad(item_path, "must be an object");
+    KVTIER_ASSIGN_OR_RETURN(std::string_view step_type, Str(step, "type", item_path));
+    KVTIER_RETURN_IF_ERROR(ParseDecoderStep(step, step_type, item_path, &fused, spec));
   }
   return absl::OkStatus();
 }
@@ -331,10 +390,13 @@ absl::StatusOr<TokenizerSpec> ParseTokenizerJson(std::string_view json, std::str
       KVTIER_RETURN_IF_ERROR(ParsePostProcessor(e, "post_processor", &spec));
     }
     if (doc["decoder"].get(e) != simdjson::SUCCESS) return Bad("decoder", "is missing");
-    KVTIER_RETURN_IF_ERROR(ParseDecoder(e, "decoder"));
-    if (!spec.model.byte_level) {
+    KVTIER_RETURN_IF_ERROR(ParseDecoder(e, "decoder", &spec.decoder));
+    // Byte-level vocabularies spell bytes; others spell text and need ByteFallback for bytes.
+    if (spec.model.byte_level != spec.decoder.byte_level ||
+        (spec.decoder.byte_level &&
+         (spec.decoder.byte_fallback || !spec.decoder.replacements.empty()))) {
       return absl::UnimplementedError(
-          "pre_tokenizer: only byte-level BPE is supported (no ByteLevel step found)");
+          "decoder: ByteLevel decoding goes with a ByteLevel pre-tokenizer, and only with it");
     }
     return absl::OkStatus();
   };

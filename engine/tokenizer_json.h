@@ -1,9 +1,11 @@
 // Reads a Hugging Face tokenizer.json into plain structs (TokenizerSpec), so the parts that run
-// (normalizer, pre-tokenizer, BPE, added tokens) know nothing of JSON. Supported, because real
-// Llama 3 / Qwen2.5 / Qwen3 / Mistral (tekken) files use them: normalizer null/NFC/NFD/NFKC/NFKD/
-// Sequence; pre-tokenizer Split/ByteLevel/Digits/Sequence; model BPE; post-processor null/
-// ByteLevel/TemplateProcessing/Sequence; decoder ByteLevel. Anything else is an Unimplemented
-// error naming the JSON path and the type, never a tokenizer that silently differs.
+// (normalizer, pre-tokenizer, BPE, added tokens, decoder) know nothing of JSON. Supported, because
+// real Llama 3 / Qwen2.5 / Qwen3 / Mistral (tekken) and Llama 2 / Mistral 7B (SentencePiece-style)
+// files use them: normalizer null/NFC/NFD/NFKC/NFKD/Prepend/Replace(string)/Sequence;
+// pre-tokenizer null/Split/ByteLevel/Digits/Sequence; model BPE (byte_fallback, fuse_unk);
+// post-processor null/ByteLevel/TemplateProcessing/Sequence; decoder ByteLevel, or a Sequence of
+// Replace/ByteFallback/Fuse/Strip. Anything else is an Unimplemented error naming the JSON path
+// and the type, never a tokenizer that silently differs.
 #pragma once
 
 #include <string>
@@ -13,13 +15,14 @@
 #include "common/status.h"
 #include "engine/added_tokens.h"
 #include "engine/bpe.h"
+#include "engine/decoder.h"
 #include "engine/normalizer.h"
 #include "engine/pretokenizer.h"
 
 namespace kvtier::engine {
 
 struct TokenizerSpec {
-  std::vector<NormalForm> normalizer;
+  std::vector<NormalizerStep> normalizer;
   std::vector<PreTokenizerStep> pre_tokenizer;
   BpeSpec model;
   std::vector<AddedToken> added_tokens;
@@ -27,6 +30,7 @@ struct TokenizerSpec {
   // before and after the text (TemplateProcessing's "single"; empty for files without one).
   std::vector<TokenId> prefix_ids;
   std::vector<TokenId> suffix_ids;
+  DecoderSpec decoder;
 };
 
 // Parses the text of a tokenizer.json. `origin` (its path) prefixes every error message.

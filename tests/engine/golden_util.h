@@ -13,7 +13,13 @@
 
 namespace kvtier::engine::testing {
 
-inline const std::vector<std::string> kFamilies = {"qwen3", "qwen2_5", "llama3_1", "mistral_nemo"};
+// Every family's tokenizer.json; those with byte-level BPE and pre-tokenizer regexes; those with
+// a chat template (Llama 2's package has SentencePiece-style BPE and no template).
+inline const std::vector<std::string> kFamilies = {"qwen3", "qwen2_5", "llama3_1", "mistral_nemo",
+                                                   "llama2"};
+inline const std::vector<std::string> kByteLevelFamilies = {"qwen3", "qwen2_5", "llama3_1",
+                                                            "mistral_nemo"};
+inline const std::vector<std::string> kChatFamilies = kByteLevelFamilies;
 
 inline std::filesystem::path TokenizerDir(const std::string& family) {
   return std::filesystem::path(KVTIER_SOURCE_DIR) / "third_party" / "tokenizers" / family;

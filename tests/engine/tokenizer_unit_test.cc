@@ -26,6 +26,7 @@ std::unique_ptr<Tokenizer> MakeTokenizer(
   for (size_t i = 0; i < extra.size(); ++i) spec.model.vocab.emplace_back(extra[i], 256 + i);
   spec.model.merges = merges;
   spec.model.byte_level = true;
+  spec.decoder.byte_level = true;
   spec.model.ignore_merges = ignore_merges;
   PreTokenizerStep byte_level;
   byte_level.kind = PreTokenizerStep::Kind::kByteLevel;
@@ -143,7 +144,8 @@ TEST(TokenizerJsonTest, ErrorsNameThePathAndWhat) {
                 R"("merges": []}, "decoder": {"type": "WordPiece"})" + bytelevel,
             "f.json: decoder: type \"WordPiece\" is not supported"},
            {R"({"model": {"type": "BPE", )" + vocab + R"("merges": []})" + decoder + "}",
-            "f.json: pre_tokenizer: only byte-level BPE is supported"},
+            "f.json: decoder: ByteLevel decoding goes with a ByteLevel pre-tokenizer, and only "
+            "with it"},
            {R"({"model": {"type": "BPE", )" + vocab + R"("merges": [], "ignore_merges": "yes"})" +
                 decoder + "}",
             "f.json: model: \"ignore_merges\" must be true or false"},

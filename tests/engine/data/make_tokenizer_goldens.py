@@ -22,7 +22,7 @@ from tokenizers import Tokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
-FAMILIES = ["qwen3", "qwen2_5", "llama3_1", "mistral_nemo"]
+FAMILIES = ["qwen3", "qwen2_5", "llama3_1", "mistral_nemo", "llama2"]
 SPECIAL_SAMPLES = [0, 1, 14, 16]  # corpus indexes also encoded with add_special_tokens=True
 PREFIX_SAMPLES = [5, 6, 21]  # corpus indexes whose every prefix of ids is decoded
 
