@@ -29,6 +29,27 @@ struct CpuModel::Scratch {
   std::vector<float> attn;           // [n, q_dim]
   std::vector<float> gate_up;        // [n, 2 intermediate]
   std::vector<float> act;            // [n, intermediate]
+
+  // Sizes every array for the n tokens at positions start.. of a sequence with `block_table`.
+  Scratch(const ModelConfig& c, int64_t tokens, int64_t start, std::span<const int32_t> block_table,
+          int64_t block_tokens)
+      : n(tokens),
+        h(n * c.hidden_size),
+        residual(n * c.hidden_size),
+        qkv(n * (c.q_dim() + 2 * c.kv_dim())),
+        q(n * c.q_dim()),
+        k(n * c.kv_dim()),
+        v(n * c.kv_dim()),
+        attn(n * c.q_dim()),
+        gate_up(n * 2 * c.intermediate_size),
+        act(n * c.intermediate_size) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = start + i;
+      positions.push_back(static_cast<int32_t>(pos));
+      token_slots.push_back(int64_t{block_table[pos / block_tokens]} * block_tokens +
+                            pos % block_tokens);
+    }
+  }
 };
 
 absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(const std::string& dir) {
@@ -139,22 +160,7 @@ absl::Status CpuModel::Forward(std::span<const int32_t> tokens, int64_t start,
                                bool all_logits, std::vector<float>* logits) const {
   KVTIER_RETURN_IF_ERROR(Check(tokens, start, block_table, pool));
   const int64_t n = static_cast<int64_t>(tokens.size()), hidden = config_.hidden_size;
-  const int64_t bt = pool.geometry().block_tokens;
-  Scratch s;
-  s.n = n;
-  for (int64_t i = 0; i < n; ++i) {
-    s.positions.push_back(static_cast<int32_t>(start + i));
-    s.token_slots.push_back(int64_t{block_table[(start + i) / bt]} * bt + (start + i) % bt);
-  }
-  s.h.resize(n * hidden);
-  s.residual.resize(n * hidden);
-  s.qkv.resize(n * (config_.q_dim() + 2 * config_.kv_dim()));
-  s.q.resize(n * config_.q_dim());
-  s.k.resize(n * config_.kv_dim());
-  s.v.resize(n * config_.kv_dim());
-  s.attn.resize(n * config_.q_dim());
-  s.gate_up.resize(n * 2 * config_.intermediate_size);
-  s.act.resize(n * config_.intermediate_size);
+  Scratch s(config_, n, start, block_table, pool.geometry().block_tokens);
   const float eps = static_cast<float>(config_.rms_norm_eps);
   ref::Embedding(tokens.data(), n, weights_.embed.data(), config_.vocab_size, hidden,
                  s.residual.data());
