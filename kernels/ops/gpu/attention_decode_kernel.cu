@@ -66,11 +66,200 @@ struct Team {
 
 template <int D, int G>
 struct DecodeSmem {
-  static constexpr int kParts = kWarps;  // teams are merged within their warp first
-  float m[kParts][G];
-  float l[kParts][G];
-  float acc[kParts][G][D];
+  float m[kWarps][G];  // teams are merged within their warp first
+  float l[kWarps][G];
+  float acc[kWarps][G][D];
 };
+
+// One block's work: keys [begin, end) of sequence b, KV head kv_head; split `split` of `splits`.
+struct DecodeRange {
+  int64_t b;
+  int64_t kv_head;
+  int64_t begin;
+  int64_t end;
+  int split;
+  int splits;
+};
+
+// One lane's state: its dims of every group head's query (pre-scaled), running max, sum and
+// output accumulator over the keys its team has seen.
+template <int D, int G>
+struct TeamState {
+  static constexpr int kN = Team<D>::kPerLane;
+  float q[G][kN];
+  float m[G];
+  float l[G];
+  float acc[G][kN];
+};
+
+// A step's K and V rows for this lane's team, as raw 16-bit words (zeros past the range).
+template <int D>
+struct StepRows {
+  uint4 k[kKeysPerStep][Team<D>::kPerLane / 8];
+  uint4 v[kKeysPerStep][Team<D>::kPerLane / 8];
+};
+
+template <typename Fmt, int D, int G>
+__device__ void InitTeam(const AttentionArgs& a, const DecodeRange& r, int group, int dim0,
+                         TeamState<D, G>& st) {
+  constexpr int kN = TeamState<D, G>::kN;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    st.m[g] = -INFINITY;
+    st.l[g] = 0;
+#pragma unroll
+    for (int i = 0; i < kN; ++i) st.q[g][i] = st.acc[g][i] = 0;
+    if (g < group) {
+      const int64_t head = r.kv_head * group + g;
+      LoadLane<Fmt, kN>(a.q + r.b * a.q_token_stride + head * D + dim0, st.q[g]);
+#pragma unroll
+      for (int i = 0; i < kN; ++i) st.q[g][i] *= a.scale * kLog2e;
+    }
+  }
+}
+
+// Issues every load of the step before any arithmetic: many bytes in flight.
+template <int D>
+__device__ __forceinline__ void LoadStep(const AttentionArgs& a, const int32_t* table,
+                                         const DecodeRange& r, int64_t first_key, int64_t stride,
+                                         int dim0, StepRows<D>& rows) {
+  constexpr int kWords = Team<D>::kPerLane / 8;
+#pragma unroll
+  for (int u = 0; u < kKeysPerStep; ++u) {
+    const int64_t t = first_key + u * stride;
+#pragma unroll
+    for (int c = 0; c < kWords; ++c) rows.k[u][c] = rows.v[u][c] = make_uint4(0, 0, 0, 0);
+    if (t < r.end) {
+      const auto* kp = reinterpret_cast<const uint4*>(KvRow(a, table, 0, t, r.kv_head) + dim0);
+      const auto* vp = reinterpret_cast<const uint4*>(KvRow(a, table, 1, t, r.kv_head) + dim0);
+#pragma unroll
+      for (int c = 0; c < kWords; ++c) {
+        rows.k[u][c] = kp[c];
+        rows.v[u][c] = vp[c];
+      }
+    }
+  }
+}
+
+// Scores of the step's keys for every group head (K converted once per key, dot products reduced
+// within the team), the online softmax update (one rescale per step), then acc += P V.
+template <typename Fmt, int D, int G>
+__device__ __forceinline__ void ProcessStep(const StepRows<D>& rows, int64_t first_key,
+                                            int64_t stride, int64_t end, TeamState<D, G>& st) {
+  constexpr int kN = TeamState<D, G>::kN;
+  float sc[G][kKeysPerStep];
+#pragma unroll
+  for (int u = 0; u < kKeysPerStep; ++u) {
+    float kf[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) kf[i] = Elem<Fmt>(rows.k[u], i);
+    const bool valid = first_key + u * stride < end;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float dot = 0;
+#pragma unroll
+      for (int i = 0; i < kN; ++i) dot += st.q[g][i] * kf[i];
+#pragma unroll
+      for (int x = Team<D>::kLanes / 2; x > 0; x /= 2) dot += __shfl_xor_sync(~0u, dot, x);
+      sc[g][u] = valid ? dot : -INFINITY;
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float step_max = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < kKeysPerStep; ++u) step_max = fmaxf(step_max, sc[g][u]);
+    const float m_new = fmaxf(st.m[g], step_max);
+    // m_new is -inf only while this team has had no key: nothing to scale or add.
+    const float alpha = m_new == -INFINITY ? 1.0f : exp2f(st.m[g] - m_new);
+    float p_sum = 0;
+#pragma unroll
+    for (int u = 0; u < kKeysPerStep; ++u) {
+      sc[g][u] = sc[g][u] == -INFINITY ? 0.0f : exp2f(sc[g][u] - m_new);
+      p_sum += sc[g][u];
+    }
+#pragma unroll
+    for (int i = 0; i < kN; ++i) st.acc[g][i] *= alpha;
+    st.m[g] = m_new;
+    st.l[g] = st.l[g] * alpha + p_sum;
+  }
+#pragma unroll
+  for (int u = 0; u < kKeysPerStep; ++u) {
+    float vf[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) vf[i] = Elem<Fmt>(rows.v[u], i);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int i = 0; i < kN; ++i) st.acc[g][i] += sc[g][u] * vf[i];
+    }
+  }
+}
+
+// Merges the teams of each warp by shuffles (lanes holding the same dims); team 0 leaves its warp's
+// result in shared memory.
+template <int D, int G>
+__device__ void MergeTeams(TeamState<D, G>& st, int dim0, DecodeSmem<D, G>& s) {
+  constexpr int kN = TeamState<D, G>::kN;
+  const int warp = threadIdx.x / kWarpSize;
+  const int team = threadIdx.x % kWarpSize / Team<D>::kLanes;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int x = Team<D>::kLanes; x < kWarpSize; x *= 2) {
+      const float m_other = __shfl_xor_sync(~0u, st.m[g], x);
+      const float l_other = __shfl_xor_sync(~0u, st.l[g], x);
+      const float mx = fmaxf(st.m[g], m_other);
+      const float f = mx == -INFINITY ? 0.0f : exp2f(st.m[g] - mx);
+      const float f_other = mx == -INFINITY ? 0.0f : exp2f(m_other - mx);
+      st.l[g] = st.l[g] * f + l_other * f_other;
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        st.acc[g][i] = st.acc[g][i] * f + __shfl_xor_sync(~0u, st.acc[g][i], x) * f_other;
+      }
+      st.m[g] = mx;
+    }
+    if (team == 0) {
+      if (dim0 == 0) {
+        s.m[warp][g] = st.m[g];
+        s.l[warp][g] = st.l[g];
+      }
+#pragma unroll
+      for (int i = 0; i < kN; ++i) s.acc[warp][g][dim0 + i] = st.acc[g][i];
+    }
+  }
+}
+
+// Merges the warps' results; the output itself with one split, else the split's normalized partial
+// output and log2-sum-exp.
+template <typename Fmt, int D, int G>
+__device__ void WriteBlock(const AttentionArgs& a, const DecodeRange& r, int group,
+                           const DecodeSmem<D, G>& s, float* partial_out, float* partial_lse) {
+  for (int i = threadIdx.x; i < group * D; i += blockDim.x) {
+    const int g = i / D;
+    const int d = i % D;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s.m[w][g]);
+    float sum = 0;
+    float o = 0;
+    if (mx != -INFINITY) {
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = exp2f(s.m[w][g] - mx);
+        sum += s.l[w][g] * f;
+        o += s.acc[w][g][d] * f;
+      }
+    }
+    const float out = sum > 0 ? o / sum : 0.0f;
+    const int64_t head = r.kv_head * group + g;
+    if (r.splits == 1) {
+      a.out[(r.b * a.q_heads + head) * D + d] = Fmt::FromFloat(out);
+    } else {
+      const int64_t at = (r.b * a.q_heads + head) * r.splits + r.split;
+      partial_out[at * D + d] = out;
+      if (d == 0) partial_lse[at] = sum > 0 ? mx + log2f(sum) : -INFINITY;
+    }
+  }
+}
 
 // At least kMinBlocks blocks per multiprocessor (half for the largest group, whose registers would
 // spill): a memory-bound kernel needs many bytes in flight.
@@ -78,168 +267,37 @@ template <typename Fmt, int D, int G>
 __global__ void __launch_bounds__(kWarps* kWarpSize, G >= 8 ? kMinBlocks / 2 : kMinBlocks)
     DecodeKernel(AttentionArgs a, int64_t chunk, float* partial_out, float* partial_lse) {
   using T = Team<D>;
-  constexpr int kN = T::kPerLane;
   __shared__ DecodeSmem<D, G> s;
-  const int split = blockIdx.x;
-  const int splits = gridDim.x;
-  const int64_t kv_head = blockIdx.y;
-  const int64_t b = blockIdx.z;
+  DecodeRange r;
+  r.split = blockIdx.x;
+  r.splits = gridDim.x;
+  r.kv_head = blockIdx.y;
+  r.b = blockIdx.z;
   const int group = static_cast<int>(a.q_heads / a.kv.kv_heads);
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int team = lane / T::kLanes;
-  const int dim0 = lane % T::kLanes * kN;
-  const int32_t* table = a.block_tables + b * a.max_blocks;
-  const int64_t kv_len = a.kv_lens[b];
+  const int dim0 = lane % T::kLanes * T::kPerLane;
+  const int32_t* table = a.block_tables + r.b * a.max_blocks;
+  const int64_t kv_len = a.kv_lens[r.b];
   const int64_t pos = kv_len - 1;
   const int64_t first =
       a.sliding_window > 0 && pos - a.sliding_window + 1 > 0 ? pos - a.sliding_window + 1 : 0;
-  const int64_t begin = first + split * chunk;
-  const int64_t end = begin + chunk < kv_len ? begin + chunk : kv_len;
+  r.begin = first + r.split * chunk;
+  r.end = r.begin + chunk < kv_len ? r.begin + chunk : kv_len;
 
-  float q[G][kN];
-  float m[G];
-  float l[G];
-  float acc[G][kN];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0;
-#pragma unroll
-    for (int i = 0; i < kN; ++i) q[g][i] = acc[g][i] = 0;
-    if (g < group) {
-      const int64_t head = kv_head * group + g;
-      LoadLane<Fmt, kN>(a.q + b * a.q_token_stride + head * D + dim0, q[g]);
-#pragma unroll
-      for (int i = 0; i < kN; ++i) q[g][i] *= a.scale * kLog2e;
-    }
-  }
-
-  // Step: this team's keys t0 + team + u * kWarps * kTeams, u < kKeysPerLane.
+  TeamState<D, G> st;
+  InitTeam<Fmt, D, G>(a, r, group, dim0, st);
+  // A step: this team's keys t0 + team + u * kStride, u < kKeysPerStep.
   constexpr int kStride = kWarps * T::kTeams;
-  for (int64_t t0 = begin + warp * T::kTeams; t0 < end; t0 += kStride * kKeysPerStep) {
-    // Raw 16-bit words (kN / 8 uint4 per row), converted where used: half the registers.
-    uint4 kr[kKeysPerStep][kN / 8];
-    uint4 vr[kKeysPerStep][kN / 8];
-#pragma unroll
-    for (int u = 0; u < kKeysPerStep; ++u) {
-      const int64_t t = t0 + team + static_cast<int64_t>(u) * kStride;
-#pragma unroll
-      for (int c = 0; c < kN / 8; ++c) kr[u][c] = vr[u][c] = make_uint4(0, 0, 0, 0);
-      if (t < end) {
-        const uint4* kp = reinterpret_cast<const uint4*>(KvRow(a, table, 0, t, kv_head) + dim0);
-        const uint4* vp = reinterpret_cast<const uint4*>(KvRow(a, table, 1, t, kv_head) + dim0);
-#pragma unroll
-        for (int c = 0; c < kN / 8; ++c) {
-          kr[u][c] = kp[c];
-          vr[u][c] = vp[c];
-        }
-      }
-    }
-    // Scores of the step's keys for every query head (K converted once per key).
-    float sc[G][kKeysPerStep];
-#pragma unroll
-    for (int u = 0; u < kKeysPerStep; ++u) {
-      float kf[kN];
-#pragma unroll
-      for (int i = 0; i < kN; ++i) kf[i] = Elem<Fmt>(kr[u], i);
-      const bool valid = t0 + team + static_cast<int64_t>(u) * kStride < end;
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float dot = 0;
-#pragma unroll
-        for (int i = 0; i < kN; ++i) dot += q[g][i] * kf[i];
-#pragma unroll
-        for (int x = T::kLanes / 2; x > 0; x /= 2) dot += __shfl_xor_sync(~0u, dot, x);
-        sc[g][u] = valid ? dot : -INFINITY;
-      }
-    }
-    // Online softmax, one rescale per step; sc becomes the probabilities.
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      float step_max = -INFINITY;
-#pragma unroll
-      for (int u = 0; u < kKeysPerStep; ++u) step_max = fmaxf(step_max, sc[g][u]);
-      const float m_new = fmaxf(m[g], step_max);
-      // m_new is -inf only while this team has had no key: nothing to scale or add.
-      const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m[g] - m_new);
-      float p_sum = 0;
-#pragma unroll
-      for (int u = 0; u < kKeysPerStep; ++u) {
-        sc[g][u] = sc[g][u] == -INFINITY ? 0.0f : exp2f(sc[g][u] - m_new);
-        p_sum += sc[g][u];
-      }
-#pragma unroll
-      for (int i = 0; i < kN; ++i) acc[g][i] *= alpha;
-      m[g] = m_new;
-      l[g] = l[g] * alpha + p_sum;
-    }
-    // Values (V converted once per key).
-#pragma unroll
-    for (int u = 0; u < kKeysPerStep; ++u) {
-      float vf[kN];
-#pragma unroll
-      for (int i = 0; i < kN; ++i) vf[i] = Elem<Fmt>(vr[u], i);
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-#pragma unroll
-        for (int i = 0; i < kN; ++i) acc[g][i] += sc[g][u] * vf[i];
-      }
-    }
+  for (int64_t t0 = r.begin + warp * T::kTeams; t0 < r.end; t0 += kStride * kKeysPerStep) {
+    StepRows<D> rows;
+    LoadStep<D>(a, table, r, t0 + team, kStride, dim0, rows);
+    ProcessStep<Fmt, D, G>(rows, t0 + team, kStride, r.end, st);
   }
-
-  // Merge the teams of each warp by shuffles (lanes holding the same dims), then the warps through
-  // shared memory.
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-#pragma unroll
-    for (int x = T::kLanes; x < kWarpSize; x *= 2) {
-      const float mo = __shfl_xor_sync(~0u, m[g], x);
-      const float lo = __shfl_xor_sync(~0u, l[g], x);
-      const float mx = fmaxf(m[g], mo);
-      const float f = mx == -INFINITY ? 0.0f : exp2f(m[g] - mx);
-      const float fo = mx == -INFINITY ? 0.0f : exp2f(mo - mx);
-      l[g] = l[g] * f + lo * fo;
-#pragma unroll
-      for (int i = 0; i < kN; ++i) {
-        acc[g][i] = acc[g][i] * f + __shfl_xor_sync(~0u, acc[g][i], x) * fo;
-      }
-      m[g] = mx;
-    }
-    if (team == 0) {
-      if (dim0 == 0) {
-        s.m[warp][g] = m[g];
-        s.l[warp][g] = l[g];
-      }
-#pragma unroll
-      for (int i = 0; i < kN; ++i) s.acc[warp][g][dim0 + i] = acc[g][i];
-    }
-  }
+  MergeTeams<D, G>(st, dim0, s);
   __syncthreads();
-  for (int i = threadIdx.x; i < group * D; i += blockDim.x) {
-    const int g = i / D;
-    const int d = i % D;
-    float mx = -INFINITY;
-    for (int w = 0; w < DecodeSmem<D, G>::kParts; ++w) mx = fmaxf(mx, s.m[w][g]);
-    float sum = 0;
-    float o = 0;
-    if (mx != -INFINITY) {
-      for (int w = 0; w < DecodeSmem<D, G>::kParts; ++w) {
-        const float f = exp2f(s.m[w][g] - mx);
-        sum += s.l[w][g] * f;
-        o += s.acc[w][g][d] * f;
-      }
-    }
-    const float out = sum > 0 ? o / sum : 0.0f;
-    const int64_t head = kv_head * group + g;
-    if (splits == 1) {
-      a.out[(b * a.q_heads + head) * D + d] = Fmt::FromFloat(out);
-    } else {
-      const int64_t at = (b * a.q_heads + head) * splits + split;
-      partial_out[at * D + d] = out;
-      if (d == 0) partial_lse[at] = sum > 0 ? mx + log2f(sum) : -INFINITY;
-    }
-  }
+  WriteBlock<Fmt, D, G>(a, r, group, s, partial_out, partial_lse);
 }
 
 // One block per (sequence, head): the splits' outputs weighted by exp2(lse - max lse).

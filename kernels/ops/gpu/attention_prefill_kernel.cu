@@ -86,145 +86,191 @@ __device__ __forceinline__ void Unpack(uint32_t w, float& lo, float& hi) {
   hi = Fmt::ToFloat(static_cast<uint16_t>(w >> 16));
 }
 
+// Where a block's rows are: sequence b's rows row0 .. row0 + kRowsPerBlock - 1 of `rows`.
+struct BlockRows {
+  int64_t q_begin;  // the sequence's first query row in q / out
+  int64_t rows;     // its (token, head) rows: q_len * group
+  int64_t row0;     // this block's first
+  int64_t group;    // query heads per KV head
+  int64_t kv_head;
+  int64_t first_pos;  // position of the sequence's first query
+};
+
+// The state of one warp's kRowsPerWarp rows: position, first visible key, running max, this lane's
+// share of the running sum, and the lane's dims of the output accumulator.
+template <int D>
+struct WarpRows {
+  static constexpr int kDimChunks = (D / 2 + kWarpSize - 1) / kWarpSize;  // dim pairs per lane
+  int64_t pos[kRowsPerWarp];
+  int64_t lo[kRowsPerWarp];
+  float m[kRowsPerWarp];
+  float l[kRowsPerWarp];
+  float acc[kRowsPerWarp][kDimChunks][2];
+};
+
+// The block's queries into shared memory, scaled by scale * log2(e) (zeros past the sequence).
+template <typename Fmt, int D>
+__device__ void LoadQueries(const AttentionArgs& a, const BlockRows& br, PrefillSmem<D>& s) {
+  const float qscale = a.scale * kLog2e;
+  for (int i = threadIdx.x; i < kRowsPerBlock * D; i += blockDim.x) {
+    const int r = i / D;
+    const int64_t row = br.row0 + r;
+    float v = 0;
+    if (row < br.rows) {
+      const int64_t token = row / br.group;
+      const int64_t head = br.kv_head * br.group + row % br.group;
+      v = Fmt::ToFloat(a.q[(br.q_begin + token) * a.q_token_stride + head * D + i % D]) * qscale;
+    }
+    s.q[r][i % D] = v;
+  }
+}
+
+template <int D>
+__device__ void InitRows(const AttentionArgs& a, const BlockRows& br, WarpRows<D>& w) {
+  const int warp = threadIdx.x / kWarpSize;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t row = br.row0 + warp * kRowsPerWarp + r;
+    w.pos[r] = row < br.rows ? br.first_pos + row / br.group : -1;  // -1: sees nothing
+    w.lo[r] = a.sliding_window > 0 ? w.pos[r] - a.sliding_window + 1 : 0;
+    w.m[r] = -INFINITY;
+    w.l[r] = 0;
+#pragma unroll
+    for (int c = 0; c < WarpRows<D>::kDimChunks; ++c) w.acc[r][c][0] = w.acc[r][c][1] = 0;
+  }
+}
+
+// Scores of the tile's keys (lane = key) for the warp's rows, online softmax update, and the
+// probabilities into s.p for AccumulateTile.
+template <typename Fmt, int D>
+__device__ __forceinline__ void ScoreTile(int64_t t0, PrefillSmem<D>& s, WarpRows<D>& w) {
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  float sc[kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) sc[r] = 0;
+  for (int d = 0; d < D; d += 4) {
+    float k0, k1, k2, k3;
+    Unpack<Fmt>(s.k[lane][d / 2], k0, k1);
+    Unpack<Fmt>(s.k[lane][d / 2 + 1], k2, k3);
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const float4 q = *reinterpret_cast<const float4*>(&s.q[warp * kRowsPerWarp + r][d]);
+      sc[r] += q.x * k0 + q.y * k1 + q.z * k2 + q.w * k3;
+    }
+  }
+  const int64_t key = t0 + lane;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const bool visible = key <= w.pos[r] && key >= w.lo[r];
+    const float x = visible ? sc[r] : -INFINITY;
+    const float m_new = fmaxf(w.m[r], dev::WarpMax(x));
+    const float alpha = m_new == -INFINITY ? 1.0f : exp2f(w.m[r] - m_new);
+    const float p = visible ? exp2f(x - m_new) : 0.0f;
+    w.m[r] = m_new;
+    w.l[r] = w.l[r] * alpha + p;
+#pragma unroll
+    for (int c = 0; c < WarpRows<D>::kDimChunks; ++c) {
+      w.acc[r][c][0] *= alpha;
+      w.acc[r][c][1] *= alpha;
+    }
+    s.p[warp][lane][r] = p;
+  }
+}
+
+// acc += P V for the tile (lane = dim pairs).
+template <typename Fmt, int D>
+__device__ __forceinline__ void AccumulateTile(const PrefillSmem<D>& s, WarpRows<D>& w) {
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  for (int j = 0; j < kKeyTile; ++j) {
+    float p[kRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; r += 4) {
+      const float4 p4 = *reinterpret_cast<const float4*>(&s.p[warp][j][r]);
+      p[r] = p4.x;
+      p[r + 1] = p4.y;
+      p[r + 2] = p4.z;
+      p[r + 3] = p4.w;
+    }
+#pragma unroll
+    for (int c = 0; c < WarpRows<D>::kDimChunks; ++c) {
+      const int word = lane + c * kWarpSize;
+      if (word < D / 2) {
+        float v0, v1;
+        Unpack<Fmt>(s.v[j][word], v0, v1);
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+          w.acc[r][c][0] += p[r] * v0;
+          w.acc[r][c][1] += p[r] * v1;
+        }
+      }
+    }
+  }
+}
+
+template <typename Fmt, int D>
+__device__ void StoreRows(const AttentionArgs& a, const BlockRows& br, const WarpRows<D>& w) {
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t row = br.row0 + warp * kRowsPerWarp + r;
+    const float total = dev::WarpSum(w.l[r]);
+    if (row >= br.rows) continue;
+    const float inv = total > 0 ? 1.0f / total : 0.0f;
+    const int64_t token = row / br.group;
+    const int64_t head = br.kv_head * br.group + row % br.group;
+    uint16_t* o = a.out + ((br.q_begin + token) * a.q_heads + head) * D;
+#pragma unroll
+    for (int c = 0; c < WarpRows<D>::kDimChunks; ++c) {
+      const int word = lane + c * kWarpSize;
+      if (word < D / 2) {
+        const uint32_t packed = static_cast<uint32_t>(Fmt::FromFloat(w.acc[r][c][0] * inv)) |
+                                static_cast<uint32_t>(Fmt::FromFloat(w.acc[r][c][1] * inv)) << 16;
+        *reinterpret_cast<uint32_t*>(o + 2 * word) = packed;
+      }
+    }
+  }
+}
+
 template <typename Fmt, int D>
 __global__ void __launch_bounds__(kWarps* kWarpSize)
     PrefillKernel(AttentionArgs a, const int32_t* q_indptr) {
   __shared__ PrefillSmem<D> s;
-  constexpr int kDimChunks = (D / 2 + kWarpSize - 1) / kWarpSize;  // dim pairs per lane
   const int64_t b = blockIdx.z;
-  const int64_t kv_head = blockIdx.y;
-  const int64_t group = a.q_heads / a.kv.kv_heads;
-  const int64_t q_begin = q_indptr[b];
-  const int64_t q_len = q_indptr[b + 1] - q_begin;
-  const int64_t row0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
-  if (row0 >= q_len * group) return;
+  BlockRows br;
+  br.kv_head = blockIdx.y;
+  br.group = a.q_heads / a.kv.kv_heads;
+  br.q_begin = q_indptr[b];
+  const int64_t q_len = q_indptr[b + 1] - br.q_begin;
+  br.rows = q_len * br.group;
+  br.row0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
+  if (br.row0 >= br.rows) return;
   const int64_t kv_len = a.kv_lens[b];
-  const int64_t first_pos = kv_len - q_len;  // position of the sequence's first query
+  br.first_pos = kv_len - q_len;
   const int32_t* table = a.block_tables + b * a.max_blocks;
-  const int warp = threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
 
-  // Queries of the block's rows, scaled by scale * log2(e); rows past the sequence are zeros.
-  const float qscale = a.scale * kLog2e;
-  for (int i = threadIdx.x; i < kRowsPerBlock * D; i += blockDim.x) {
-    const int r = i / D;
-    const int64_t row = row0 + r;
-    float v = 0;
-    if (row < q_len * group) {
-      const int64_t token = row / group;
-      const int64_t head = kv_head * group + row % group;
-      v = Fmt::ToFloat(a.q[(q_begin + token) * a.q_token_stride + head * D + i % D]) * qscale;
-    }
-    s.q[r][i % D] = v;
-  }
+  LoadQueries<Fmt, D>(a, br, s);
+  WarpRows<D> w;
+  InitRows<D>(a, br, w);
   // The block's key range: from the first key its first row may see to its last row's position.
-  const int64_t rows = q_len * group;
-  const int64_t last_row = (row0 + kRowsPerBlock < rows ? row0 + kRowsPerBlock : rows) - 1;
-  const int64_t pos_lo = first_pos + row0 / group;
-  const int64_t pos_hi = first_pos + last_row / group;
-  int64_t key_lo = a.sliding_window > 0 ? pos_lo - a.sliding_window + 1 : 0;
+  const int64_t last_row =
+      (br.row0 + kRowsPerBlock < br.rows ? br.row0 + kRowsPerBlock : br.rows) - 1;
+  const int64_t pos_hi = br.first_pos + last_row / br.group;
+  int64_t key_lo =
+      a.sliding_window > 0 ? br.first_pos + br.row0 / br.group - a.sliding_window + 1 : 0;
   key_lo = key_lo > 0 ? key_lo / kKeyTile * kKeyTile : 0;
-
-  // Per row of this warp: its position, the first key it sees, running max/sum, accumulator.
-  int64_t pos[kRowsPerWarp];
-  int64_t lo[kRowsPerWarp];
-  float m[kRowsPerWarp];
-  float l[kRowsPerWarp];  // this lane's share of the row sum
-  float acc[kRowsPerWarp][kDimChunks][2];
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const int64_t row = row0 + warp * kRowsPerWarp + r;
-    pos[r] = row < q_len * group ? first_pos + row / group : -1;  // -1: sees nothing
-    lo[r] = a.sliding_window > 0 ? pos[r] - a.sliding_window + 1 : 0;
-    m[r] = -INFINITY;
-    l[r] = 0;
-#pragma unroll
-    for (int c = 0; c < kDimChunks; ++c) acc[r][c][0] = acc[r][c][1] = 0;
-  }
-
   for (int64_t t0 = key_lo; t0 <= pos_hi; t0 += kKeyTile) {
     __syncthreads();  // the previous tile is consumed (and the queries are stored)
-    LoadKvTile<D>(a, table, kv_head, t0, kv_len, s);
+    LoadKvTile<D>(a, table, br.kv_head, t0, kv_len, s);
     __syncthreads();
-    // Scores: lane = key.
-    float sc[kRowsPerWarp];
-#pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) sc[r] = 0;
-    for (int d = 0; d < D; d += 4) {
-      float k0, k1, k2, k3;
-      Unpack<Fmt>(s.k[lane][d / 2], k0, k1);
-      Unpack<Fmt>(s.k[lane][d / 2 + 1], k2, k3);
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const float4 q = *reinterpret_cast<const float4*>(&s.q[warp * kRowsPerWarp + r][d]);
-        sc[r] += q.x * k0 + q.y * k1 + q.z * k2 + q.w * k3;
-      }
-    }
-    const int64_t key = t0 + lane;
-#pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const bool visible = key <= pos[r] && key >= lo[r];
-      const float x = visible ? sc[r] : -INFINITY;
-      const float m_new = fmaxf(m[r], dev::WarpMax(x));
-      const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
-      const float p = visible ? exp2f(x - m_new) : 0.0f;
-      m[r] = m_new;
-      l[r] = l[r] * alpha + p;
-#pragma unroll
-      for (int c = 0; c < kDimChunks; ++c) {
-        acc[r][c][0] *= alpha;
-        acc[r][c][1] *= alpha;
-      }
-      s.p[warp][lane][r] = p;
-    }
+    ScoreTile<Fmt, D>(t0, s, w);
     __syncwarp();
-    // Output: lane = dim pairs.
-    for (int j = 0; j < kKeyTile; ++j) {
-      float p[kRowsPerWarp];
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; r += 4) {
-        const float4 p4 = *reinterpret_cast<const float4*>(&s.p[warp][j][r]);
-        p[r] = p4.x;
-        p[r + 1] = p4.y;
-        p[r + 2] = p4.z;
-        p[r + 3] = p4.w;
-      }
-#pragma unroll
-      for (int c = 0; c < kDimChunks; ++c) {
-        const int w = lane + c * kWarpSize;
-        if (w < D / 2) {
-          float v0, v1;
-          Unpack<Fmt>(s.v[j][w], v0, v1);
-#pragma unroll
-          for (int r = 0; r < kRowsPerWarp; ++r) {
-            acc[r][c][0] += p[r] * v0;
-            acc[r][c][1] += p[r] * v1;
-          }
-        }
-      }
-    }
+    AccumulateTile<Fmt, D>(s, w);
     __syncwarp();
   }
-
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const int64_t row = row0 + warp * kRowsPerWarp + r;
-    const float total = dev::WarpSum(l[r]);
-    if (row >= q_len * group) continue;
-    const float inv = total > 0 ? 1.0f / total : 0.0f;
-    const int64_t token = row / group;
-    const int64_t head = kv_head * group + row % group;
-    uint16_t* o = a.out + ((q_begin + token) * a.q_heads + head) * D;
-#pragma unroll
-    for (int c = 0; c < kDimChunks; ++c) {
-      const int w = lane + c * kWarpSize;
-      if (w < D / 2) {
-        const uint32_t packed = static_cast<uint32_t>(Fmt::FromFloat(acc[r][c][0] * inv)) |
-                                static_cast<uint32_t>(Fmt::FromFloat(acc[r][c][1] * inv)) << 16;
-        *reinterpret_cast<uint32_t*>(o + 2 * w) = packed;
-      }
-    }
-  }
+  StoreRows<Fmt, D>(a, br, w);
 }
 
 template <typename Fmt, int D>

@@ -149,6 +149,126 @@ __device__ void LoadQ(const AttentionArgs& a, int64_t q_begin, int64_t rows, int
   __syncthreads();  // s.k is overwritten by the first tile
 }
 
+// This thread's two query rows (lane / 4 and lane / 4 + 8 of its warp's 16): positions, first
+// visible keys, running max and (this lane's share of the) sum.
+struct RowState {
+  int64_t pos[2];
+  int64_t lo[2];
+  float m[2];
+  float l[2];
+};
+
+// S = Q K^T for the staged K tile: 8 n-tiles of 8 keys, pairs loaded by one ldmatrix.x4.
+template <typename Fmt, int D>
+__device__ __forceinline__ void Scores(const MmaSmem<D>& s, const uint32_t (&qf)[D / 16][4],
+                                       float (&sc)[kKeys / 8][4]) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int mtx = lane / 8;
+#pragma unroll
+  for (int j = 0; j < kKeys / 8; ++j) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; j += 2) {
+      uint32_t kb[4];
+      LdMatrixX4(kb, &s.k[(j + mtx / 2) * 8 + lane % 8][kk * 16 + (mtx % 2) * 8]);
+      Mma<Fmt>(sc[j], qf[kk], kb[0], kb[1]);
+      Mma<Fmt>(sc[j + 1], qf[kk], kb[2], kb[3]);
+    }
+  }
+}
+
+// Masks the tile of keys from t0, updates the rows' running max and sum (4 lanes share a row),
+// rescales the accumulator, and turns the scores into probabilities in place.
+template <int D>
+__device__ __forceinline__ void Softmax(float (&sc)[kKeys / 8][4], RowState& r, int64_t t0,
+                                        float scale, float (&o)[D / 8][4]) {
+  const int lane = threadIdx.x % kWarpSize;
+  float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < kKeys / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2;
+      const int64_t key = t0 + j * 8 + (lane % 4) * 2 + e % 2;
+      const bool visible = key <= r.pos[h] && key >= r.lo[h];
+      sc[j][e] = visible ? sc[j][e] * scale : -INFINITY;
+      row_max[h] = fmaxf(row_max[h], sc[j][e]);
+    }
+  }
+  float alpha[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(~0u, row_max[h], 1));
+    row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(~0u, row_max[h], 2));
+    const float m_new = fmaxf(r.m[h], row_max[h]);
+    alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(r.m[h] - m_new);
+    r.m[h] = m_new;
+    r.l[h] *= alpha[h];
+  }
+#pragma unroll
+  for (int j = 0; j < kKeys / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      sc[j][e] = sc[j][e] == -INFINITY ? 0.0f : exp2f(sc[j][e] - r.m[e / 2]);
+      r.l[e / 2] += sc[j][e];  // this lane's share; summed across the 4 lanes at the end
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    o[n][0] *= alpha[0];
+    o[n][1] *= alpha[0];
+    o[n][2] *= alpha[1];
+    o[n][3] *= alpha[1];
+  }
+}
+
+// O += P V: k-steps of 16 keys; V fragments by transposing ldmatrix, two dim n-tiles per load.
+template <typename Fmt, int D>
+__device__ __forceinline__ void AccumulatePv(const MmaSmem<D>& s, const float (&p)[kKeys / 8][4],
+                                             float (&o)[D / 8][4]) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int mtx = lane / 8;
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    const uint32_t pa[4] = {Pack<Fmt>(p[2 * kk][0], p[2 * kk][1]),
+                            Pack<Fmt>(p[2 * kk][2], p[2 * kk][3]),
+                            Pack<Fmt>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                            Pack<Fmt>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int n = 0; n < D / 8; n += 2) {
+      uint32_t vb[4];
+      LdMatrixX4Trans(vb, &s.v[kk * 16 + (mtx % 2) * 8 + lane % 8][(n + mtx / 2) * 8]);
+      Mma<Fmt>(o[n], pa, vb[0], vb[1]);
+      Mma<Fmt>(o[n + 1], pa, vb[2], vb[3]);
+    }
+  }
+}
+
+// Normalizes and writes this thread's part of its two rows (rows past the sequence are skipped).
+template <typename Fmt, int D>
+__device__ __forceinline__ void StoreRows(const AttentionArgs& a, int64_t q_begin, int64_t rows,
+                                          int64_t row0, int64_t group, int64_t kv_head, RowState& r,
+                                          const float (&o)[D / 8][4]) {
+  const int lane = threadIdx.x % kWarpSize;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    r.l[h] += __shfl_xor_sync(~0u, r.l[h], 1);
+    r.l[h] += __shfl_xor_sync(~0u, r.l[h], 2);
+    const int64_t row = row0 + threadIdx.x / kWarpSize * 16 + lane / 4 + h * 8;
+    if (row >= rows) continue;
+    const float inv = r.l[h] > 0 ? 1.0f / r.l[h] : 0.0f;
+    const int64_t token = row / group;
+    const int64_t head = kv_head * group + row % group;
+    uint16_t* out = a.out + ((q_begin + token) * a.q_heads + head) * D + (lane % 4) * 2;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(out + n * 8) =
+          Pack<Fmt>(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+    }
+  }
+}
+
 // Three blocks per multiprocessor (170 registers a thread, none spilled at head_dim 128).
 template <typename Fmt, int D>
 __global__ void __launch_bounds__(kWarps* kWarpSize, 3)
@@ -165,31 +285,24 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 3)
   const int64_t kv_len = a.kv_lens[b];
   const int64_t first_pos = kv_len - q_len;
   const int32_t* table = a.block_tables + b * a.max_blocks;
-  const int warp = threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  const int mtx = lane / 8;
 
   uint32_t qf[D / 16][4];
   LoadQ<D>(a, q_begin, rows, row0, group, kv_head, s, qf);
-
-  // This thread's two rows (lane / 4 and lane / 4 + 8 of the warp's 16): positions and windows.
-  int64_t pos[2];
-  int64_t lo[2];
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0, 0};
+  RowState r;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int64_t row = row0 + warp * 16 + lane / 4 + h * 8;
-    pos[h] = row < rows ? first_pos + row / group : -1;
-    lo[h] = a.sliding_window > 0 ? pos[h] - a.sliding_window + 1 : 0;
+    const int64_t row = row0 + threadIdx.x / kWarpSize * 16 + threadIdx.x % kWarpSize / 4 + h * 8;
+    r.pos[h] = row < rows ? first_pos + row / group : -1;
+    r.lo[h] = a.sliding_window > 0 ? r.pos[h] - a.sliding_window + 1 : 0;
+    r.m[h] = -INFINITY;
+    r.l[h] = 0;
   }
   float o[D / 8][4] = {};
+  // Keys the block's rows see: from its first row's window start to its last row's position.
   const int64_t last_row = (row0 + kRows < rows ? row0 + kRows : rows) - 1;
-  const int64_t pos_lo = first_pos + row0 / group;
   const int64_t pos_hi = first_pos + last_row / group;
-  int64_t key_lo = a.sliding_window > 0 ? pos_lo - a.sliding_window + 1 : 0;
+  int64_t key_lo = a.sliding_window > 0 ? first_pos + row0 / group - a.sliding_window + 1 : 0;
   key_lo = key_lo > 0 ? key_lo / kKeys * kKeys : 0;
-  const float scale = a.scale * kLog2e;
 
   // Pipeline: V of a tile loads while its scores are computed, K of the next tile while its
   // softmax and P V run.
@@ -198,95 +311,17 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 3)
     CpAsyncWait<0>();
     __syncthreads();  // K(t0) is in; every warp is done with V of the previous tile
     IssueTile<D>(a, table, 1, kv_head, t0, kv_len, s.v);
-    // S = Q K^T: 8 n-tiles of 8 keys, pairs loaded by one ldmatrix.x4.
-    float sc[kKeys / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int j = 0; j < kKeys / 8; j += 2) {
-        uint32_t kb[4];
-        LdMatrixX4(kb, &s.k[(j + mtx / 2) * 8 + lane % 8][kk * 16 + (mtx % 2) * 8]);
-        Mma<Fmt>(sc[j], qf[kk], kb[0], kb[1]);
-        Mma<Fmt>(sc[j + 1], qf[kk], kb[2], kb[3]);
-      }
-    }
+    float sc[kKeys / 8][4];
+    Scores<Fmt, D>(s, qf, sc);
     __syncthreads();  // every warp is done with K(t0)
     IssueTile<D>(a, table, 0, kv_head, t0 + kKeys <= pos_hi ? t0 + kKeys : -1, kv_len, s.k);
-    // Mask, online softmax per row (4 lanes share a row), P into A fragments.
-    float row_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < kKeys / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        const int64_t key = t0 + j * 8 + (lane % 4) * 2 + e % 2;
-        const bool visible = key <= pos[h] && key >= lo[h];
-        sc[j][e] = visible ? sc[j][e] * scale : -INFINITY;
-        row_max[h] = fmaxf(row_max[h], sc[j][e]);
-      }
-    }
-    float alpha[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(~0u, row_max[h], 1));
-      row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(~0u, row_max[h], 2));
-      const float m_new = fmaxf(m[h], row_max[h]);
-      alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
-      m[h] = m_new;
-      l[h] *= alpha[h];
-    }
-#pragma unroll
-    for (int j = 0; j < kKeys / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        sc[j][e] = sc[j][e] == -INFINITY ? 0.0f : exp2f(sc[j][e] - m[h]);
-        l[h] += sc[j][e];  // this lane's share; summed across the 4 lanes at the end
-      }
-    }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= alpha[0];
-      o[n][1] *= alpha[0];
-      o[n][2] *= alpha[1];
-      o[n][3] *= alpha[1];
-    }
+    Softmax<D>(sc, r, t0, a.scale * kLog2e, o);
     CpAsyncWait<1>();
     __syncthreads();  // V(t0) is in (K of the next tile may still be loading)
-    // O += P V: k-steps of 16 keys; V fragments by transposing ldmatrix, two dim n-tiles per load.
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      const uint32_t pa[4] = {Pack<Fmt>(sc[2 * kk][0], sc[2 * kk][1]),
-                              Pack<Fmt>(sc[2 * kk][2], sc[2 * kk][3]),
-                              Pack<Fmt>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                              Pack<Fmt>(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
-#pragma unroll
-      for (int n = 0; n < D / 8; n += 2) {
-        uint32_t vb[4];
-        LdMatrixX4Trans(vb, &s.v[kk * 16 + (mtx % 2) * 8 + lane % 8][(n + mtx / 2) * 8]);
-        Mma<Fmt>(o[n], pa, vb[0], vb[1]);
-        Mma<Fmt>(o[n + 1], pa, vb[2], vb[3]);
-      }
-    }
+    AccumulatePv<Fmt, D>(s, sc, o);
   }
   CpAsyncWait<0>();  // nothing in flight at exit (the last K group is empty)
-
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(~0u, l[h], 1);
-    l[h] += __shfl_xor_sync(~0u, l[h], 2);
-    const int64_t row = row0 + warp * 16 + lane / 4 + h * 8;
-    if (row >= rows) continue;
-    const float inv = l[h] > 0 ? 1.0f / l[h] : 0.0f;
-    const int64_t token = row / group;
-    const int64_t head = kv_head * group + row % group;
-    uint16_t* out = a.out + ((q_begin + token) * a.q_heads + head) * D + (lane % 4) * 2;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<uint32_t*>(out + n * 8) =
-          Pack<Fmt>(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
-    }
-  }
+  StoreRows<Fmt, D>(a, q_begin, rows, row0, group, kv_head, r, o);
 }
 
 template <typename Fmt, int D>
