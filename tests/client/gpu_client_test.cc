@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "kernels/kv_copy.h"
-#include "tests/kernels/support/pattern.h"
 #include "tests/daemon/kvtierd_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/support/pattern.h"
 
 namespace kvtier {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/kv_copy.h"
-#include "tests/kernels/support/pattern.h"
 #include "tests/kernels/kv_test_util.h"
+#include "tests/kernels/support/pattern.h"
 
 namespace kvtier {
 namespace {

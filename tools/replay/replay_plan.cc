@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <utility>
 
-
 namespace kvtier::replay {
 namespace {
 

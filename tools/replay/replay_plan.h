@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "tools/replay/cost_model.h"
 #include "engine/model_config.h"
+#include "tools/replay/cost_model.h"
 #include "tools/replay/replay_args.h"
 #include "tools/replay/sweep.h"
 #include "tools/replay/trace_reader.h"
