@@ -4,7 +4,14 @@
 # runs it so unformatted code does not land.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files '*.h' '*.cc')
+# A plain assignment, not a process substitution: a failing git (absent, or not a work tree) must
+# stop the check instead of leaving it nothing to check.
+listing=$(git ls-files '*.h' '*.cc')
+mapfile -t files <<<"$listing"
+if [ -z "$listing" ]; then
+  echo "format: git lists no C++ files here; nothing would be checked" >&2
+  exit 1
+fi
 if [ "${1:-}" = "--check" ]; then
   bad=()
   for f in "${files[@]}"; do

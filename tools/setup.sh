@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config clang clang-format
+  # tools/format.sh lists the tracked files with git (a minimal Debian has none)
+  git
   # clang's sanitizer runtimes and headers (sanitizer/asan_interface.h) for tools/fuzz.sh: only a
   # Recommends of clang, so --no-install-recommends leaves them out
   libclang-rt-14-dev
