@@ -1,0 +1,164 @@
+#include "tools/generate/generate_command.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/cpu_kv_pool.h"
+#include "engine/cpu_model.h"
+#include "engine/cpu_sequence.h"
+#include "engine/stream_decoder.h"
+#include "engine/tokenizer.h"
+#include "tools/generate/generate_flags.h"
+
+namespace kvtier::generate {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kBlockTokens = 16;  // the CPU pool's slot size (any size computes the same)
+
+struct Loaded {
+  std::unique_ptr<engine::CpuModel> model;
+  std::unique_ptr<engine::Tokenizer> tokenizer;
+};
+
+absl::StatusOr<Loaded> LoadModel(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::NotFoundError(
+        fmt::format("--model {}: not a directory (want a Hugging Face model directory with "
+                    "config.json, model.safetensors, tokenizer.json)",
+                    dir));
+  }
+  Loaded loaded;
+  KVTIER_ASSIGN_OR_RETURN(loaded.model, engine::CpuModel::Load(dir));
+  KVTIER_ASSIGN_OR_RETURN(loaded.tokenizer, engine::Tokenizer::Load(dir));
+  return loaded;
+}
+
+// The prompt's token ids: as text (with the tokenizer's own special tokens, e.g. Llama 3's BOS),
+// or rendered as one user message through the chat template, which writes its special tokens
+// itself (transformers' apply_chat_template(tokenize=True) encodes without adding any).
+absl::StatusOr<std::vector<int32_t>> PromptTokens(const GenerateFlags& f,
+                                                  const engine::Tokenizer& tokenizer) {
+  std::string text = f.prompt;
+  if (f.chat) {
+    KVTIER_ASSIGN_OR_RETURN(engine::ChatTemplate tmpl,
+                            engine::ChatTemplate::FromTokenizer(tokenizer));
+    const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", f.prompt}}};
+    KVTIER_ASSIGN_OR_RETURN(text, tmpl.Render(messages, engine::ChatOptions{}));
+  }
+  if (f.show_prompt) std::fprintf(stderr, "%s", text.c_str());
+  KVTIER_ASSIGN_OR_RETURN(std::vector<engine::TokenId> ids,
+                          tokenizer.Encode(text, /*add_special_tokens=*/!f.chat));
+  if (ids.empty()) return absl::InvalidArgumentError("--prompt: encodes to no tokens");
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+// The flags where given, else what generation_config.json asks for (greedy unless do_sample).
+ops::SamplingParams Sampling(const GenerateFlags& f, const engine::GenerationConfig& g) {
+  ops::SamplingParams p;
+  const bool model_samples = g.do_sample.value_or(false);
+  p.temperature =
+      static_cast<float>(f.temperature.value_or(model_samples ? g.temperature.value_or(1) : 0));
+  p.top_k = f.top_k.value_or(model_samples ? static_cast<int32_t>(g.top_k.value_or(0)) : 0);
+  p.top_p = static_cast<float>(f.top_p.value_or(model_samples ? g.top_p.value_or(1) : 1));
+  p.seed = f.seed;
+  return p;
+}
+
+// How many new tokens fit: positions 0 .. context - 1 hold the prompt and every new token but the
+// last (which is chosen, never run).
+absl::StatusOr<int32_t> FitMaxTokens(const GenerateFlags& f, int64_t prompt_tokens,
+                                     int64_t context) {
+  if (prompt_tokens > context) {
+    return absl::InvalidArgumentError(
+        fmt::format("--prompt is {} tokens; the model's context is {} (max_position_embeddings in "
+                    "{}/config.json)",
+                    prompt_tokens, context, f.model));
+  }
+  const int64_t room = context - prompt_tokens + 1;
+  if (f.max_tokens > room) {
+    std::fprintf(stderr, "kvtier generate: --max-tokens %d cut to %lld: the context ends there\n",
+                 f.max_tokens, static_cast<long long>(room));
+    return static_cast<int32_t>(room);
+  }
+  return f.max_tokens;
+}
+
+absl::Status Generate(const GenerateFlags& f) {
+  const Clock::time_point begin = Clock::now();
+  KVTIER_ASSIGN_OR_RETURN(Loaded m, LoadModel(f.model));
+  const engine::ModelConfig& config = m.model->config();
+  KVTIER_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptTokens(f, *m.tokenizer));
+  const int64_t context = config.max_position_embeddings;
+  KVTIER_ASSIGN_OR_RETURN(const int32_t max_tokens,
+                          FitMaxTokens(f, static_cast<int64_t>(prompt.size()), context));
+  const int64_t tokens = static_cast<int64_t>(prompt.size()) + max_tokens;
+  engine::CpuKvPool pool(m.model->KvGeometry(kBlockTokens),
+                         static_cast<int32_t>((tokens + kBlockTokens - 1) / kBlockTokens));
+  engine::GenerateOptions options;
+  options.max_tokens = max_tokens;
+  options.sampling = Sampling(f, config.generation);
+  const Clock::time_point loaded = Clock::now();
+  Clock::time_point first = loaded;
+  engine::StreamDecoder decoder(*m.tokenizer, /*skip_special_tokens=*/true);
+  auto on_token = [&](int32_t id) {
+    if (first == loaded) first = Clock::now();
+    const std::string text = decoder.Push(id);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
+  KVTIER_ASSIGN_OR_RETURN(std::vector<int32_t> out,
+                          engine::Generate(*m.model, pool, prompt, options, on_token));
+  const std::string rest = decoder.Finish();
+  std::fprintf(stdout, "%s\n", rest.c_str());
+  std::fflush(stdout);
+  const auto ms = [](Clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  const double decode_ms = out.size() > 1 ? ms(Clock::now() - first) / (out.size() - 1) : 0;
+  std::fprintf(stderr,
+               "kvtier generate: %s (%s, cpu fp32): %zu prompt tokens, %zu new; load %.0f ms, "
+               "first token %.0f ms, decode %.1f ms/token\n",
+               config.name.c_str(),
+               std::string(engine::ArchitectureName(config.architecture)).c_str(), prompt.size(),
+               out.size(), ms(loaded - begin), ms(first - loaded), decode_ms);
+  return absl::OkStatus();
+}
+
+int Run(const GenerateFlags& f) {
+  if (f.device == "gpu") {
+    std::fprintf(stderr,
+                 "kvtier generate: --device gpu: the GPU backend is not available in this version "
+                 "of kvtier generate (only the CPU backend is wired up); use --device cpu\n");
+    return 2;
+  }
+  if (absl::Status s = Generate(f); !s.ok()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "kvtier generate: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "Run one prompt through the bundled engine (CPU backend), streaming the text");
+  auto flags = std::make_shared<GenerateFlags>();
+  AddGenerateFlags(cmd, flags.get());
+  cmd->callback([flags, exit_code] { *exit_code = Run(*flags); });
+}
+
+}  // namespace kvtier::generate
