@@ -95,6 +95,20 @@ absl::StatusOr<int32_t> FitMaxTokens(const GenerateFlags& f, int64_t prompt_toke
   return f.max_tokens;
 }
 
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// One line on stderr, so that stdout holds only the generated text.
+void PrintTimes(const engine::ModelConfig& config, size_t prompt_tokens, size_t new_tokens,
+                Clock::duration load, Clock::duration prefill, Clock::duration decode) {
+  const double decode_ms = new_tokens > 1 ? Ms(decode) / static_cast<double>(new_tokens - 1) : 0;
+  std::fprintf(stderr,
+               "kvtier generate: %s (%s, cpu fp32): %zu prompt tokens, %zu new; load %.0f ms, "
+               "first token %.0f ms, decode %.1f ms/token\n",
+               config.name.c_str(),
+               std::string(engine::ArchitectureName(config.architecture)).c_str(), prompt_tokens,
+               new_tokens, Ms(load), Ms(prefill), decode_ms);
+}
+
 absl::Status Generate(const GenerateFlags& f) {
   const Clock::time_point begin = Clock::now();
   KVTIER_ASSIGN_OR_RETURN(Loaded m, LoadModel(f.model));
@@ -123,16 +137,8 @@ absl::Status Generate(const GenerateFlags& f) {
   const std::string rest = decoder.Finish();
   std::fprintf(stdout, "%s\n", rest.c_str());
   std::fflush(stdout);
-  const auto ms = [](Clock::duration d) {
-    return std::chrono::duration<double, std::milli>(d).count();
-  };
-  const double decode_ms = out.size() > 1 ? ms(Clock::now() - first) / (out.size() - 1) : 0;
-  std::fprintf(stderr,
-               "kvtier generate: %s (%s, cpu fp32): %zu prompt tokens, %zu new; load %.0f ms, "
-               "first token %.0f ms, decode %.1f ms/token\n",
-               config.name.c_str(),
-               std::string(engine::ArchitectureName(config.architecture)).c_str(), prompt.size(),
-               out.size(), ms(loaded - begin), ms(first - loaded), decode_ms);
+  PrintTimes(config, prompt.size(), out.size(), loaded - begin, first - loaded,
+             Clock::now() - first);
   return absl::OkStatus();
 }
 

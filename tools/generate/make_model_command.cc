@@ -48,7 +48,8 @@ void AddFlags(CLI::App* cmd, MakeModelFlags* f) {
   cmd->add_option("--max-position", o->max_position, "Context length (max_position_embeddings)")
       ->check(count)
       ->capture_default_str();
-  cmd->add_option("--sliding-window", o->sliding_window, "Mistral: attention window; 0: none")
+  cmd->add_option("--sliding-window", o->sliding_window,
+                  "Mistral only: attention window in tokens; 0: none")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();
 }
@@ -62,6 +63,10 @@ int Run(const MakeModelFlags& f) {
     return 2;
   }
   o.architecture = *architecture;
+  if (o.sliding_window != 0 && o.architecture != engine::Architecture::kMistral) {
+    std::fprintf(stderr, "kvtier make-model: --sliding-window: only --arch mistral has one\n");
+    return 2;
+  }
   absl::StatusOr<RandomModelSummary> made = WriteRandomModel(o);
   if (!made.ok()) {
     std::fprintf(stderr, "kvtier make-model: %s\n", std::string(made.status().message()).c_str());
