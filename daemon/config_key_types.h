@@ -50,7 +50,9 @@ ConfigKey Uint(std::string name, std::string doc, F field) {
           std::move(doc),
           CliForm::kValue,
           [field](const toml::node& v, DaemonConfig& c) -> absl::Status {
-            KVTIER_ASSIGN_OR_RETURN(field(c), config::ReadUint(v, std::numeric_limits<T>::max()));
+            KVTIER_ASSIGN_OR_RETURN(const uint64_t value,
+                                    config::ReadUint(v, std::numeric_limits<T>::max()));
+            field(c) = static_cast<T>(value);  // ReadUint refused values above T's max.
             return absl::OkStatus();
           },
           [field](const DaemonConfig& c) { return std::to_string(field(c)); }};

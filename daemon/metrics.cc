@@ -138,7 +138,7 @@ void DaemonMetrics::RegisterLookupMetrics(prometheus::Registry& r) {
                                    "Blocks lookups found, by the tier the answer named.");
   auto& hit_tokens =
       CounterFamily(r, "kvtier_hit_tokens_total", "Tokens of the blocks lookups found, by tier.");
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (size_t t = 0; t < kNumTiers; ++t) {
     const std::string tier(TierName(static_cast<Tier>(t)));
     hit_blocks_[t] = &hit_blocks.Add({{"tier", tier}});
     hit_tokens_[t] = &hit_tokens.Add({{"tier", tier}});
@@ -151,7 +151,7 @@ void DaemonMetrics::RegisterLookupMetrics(prometheus::Registry& r) {
 void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r, TierMask tiers) {
   auto& moved = CounterFamily(r, "kvtier_moved_bytes_total",
                               "Payload bytes moved between tiers and clients, by direction.");
-  for (int d = 0; d < kNumCopyDirections; ++d) {
+  for (size_t d = 0; d < kNumCopyDirections; ++d) {
     copied_bytes_[d] = &moved.Add({{"direction", kCopyDirectionNames[d]}});
   }
   auto& seconds =
@@ -161,10 +161,10 @@ void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r, TierMask ti
               "Latency of requests (op get, put) and of one block's move between tiers (op "
               "promote, demote; by direction).")
           .Register(r);
-  for (int op = 0; op < kNumTransferOps; ++op) {
+  for (size_t op = 0; op < kNumTransferOps; ++op) {
     transfer_seconds_[op] = &seconds.Add({{"op", kTransferOpNames[op]}}, TransferSecondsBuckets());
   }
-  for (int i = 0; i < kNumTierMoves; ++i) {
+  for (size_t i = 0; i < kNumTierMoves; ++i) {
     const TierMoveSeries& m = kTierMoveSeries[i];
     if ((tiers & TierBit(m.from)) == 0 || (tiers & TierBit(m.to)) == 0) continue;
     move_seconds_[i] =
@@ -227,7 +227,7 @@ void DaemonMetrics::OnLookup(uint64_t keys, const std::array<uint64_t, kNumTiers
   lookup_hit_blocks_->Increment(static_cast<double>(hits));
   lookup_miss_blocks_->Increment(static_cast<double>(misses));
   miss_tokens_->Increment(static_cast<double>(misses) * block_tokens);
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (size_t t = 0; t < kNumTiers; ++t) {
     if (hit_blocks[t] == 0) continue;
     hit_blocks_[t]->Increment(static_cast<double>(hit_blocks[t]));
     hit_tokens_[t]->Increment(static_cast<double>(hit_blocks[t]) * block_tokens);
@@ -235,11 +235,11 @@ void DaemonMetrics::OnLookup(uint64_t keys, const std::array<uint64_t, kNumTiers
 }
 
 void DaemonMetrics::ObserveTransfer(TransferOp op, double seconds) {
-  transfer_seconds_[static_cast<int>(op)]->Observe(seconds);
+  transfer_seconds_[static_cast<size_t>(op)]->Observe(seconds);
 }
 
 void DaemonMetrics::ObserveTierMove(const TierMove& move, double seconds) {
-  for (int i = 0; i < kNumTierMoves; ++i) {
+  for (size_t i = 0; i < kNumTierMoves; ++i) {
     const TierMoveSeries& m = kTierMoveSeries[i];
     if (m.kind != move.kind || m.from != move.from || m.to != move.to) continue;
     if (move_seconds_[i] != nullptr) move_seconds_[i]->Observe(seconds);

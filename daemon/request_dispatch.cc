@@ -78,6 +78,7 @@ absl::StatusOr<Completion> RequestDispatcher::Lookup(const Request& request) {
   tiers_.assign(keys_.size(), 0);
   const size_t n = service_.Lookup(*session_, keys_, absl::MakeSpan(tiers_));
   for (size_t i = n; i < tiers_.size(); ++i) tiers_[i] = 0;  // past the prefix: unspecified
+  // n <= keys_.size() == request.count, a uint32_t.
   return protocol::WriteLookupResult(arena_, request, static_cast<uint32_t>(n), tiers_);
 }
 

@@ -235,10 +235,11 @@ static std::vector<gid_t> GroupsOf(const ucred& cred) {
   if (::getpwuid_r(cred.uid, &pw, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
     return groups;
   }
-  int n = 64;
-  std::vector<gid_t> more(n);
+  std::vector<gid_t> more(64);
+  int n = static_cast<int>(more.size());  // getgrouplist's capacity in, the group count out
   if (::getgrouplist(pw.pw_name, cred.gid, more.data(), &n) < 0) {
-    more.resize(n);
+    if (n <= 0) return groups;  // glibc sets n to the groups it found, at least cred.gid.
+    more.resize(static_cast<size_t>(n));
     if (::getgrouplist(pw.pw_name, cred.gid, more.data(), &n) < 0) return groups;
   }
   groups.insert(groups.end(), more.begin(), more.begin() + n);

@@ -123,7 +123,10 @@ size_t Service::Lookup(Session& session, absl::Span<const BlockKey> keys,
   lookup_hit_blocks_.fetch_add(n, std::memory_order_relaxed);
   if (metrics_ != nullptr) {
     std::array<uint64_t, kNumTiers> by_tier{};
-    for (size_t i = 0; i < n; ++i) ++by_tier[std::countr_zero(static_cast<unsigned>(tiers[i]))];
+    // A found block is in at least one tier, so countr_zero is a tier's index (< kNumTiers).
+    for (size_t i = 0; i < n; ++i) {
+      ++by_tier[static_cast<size_t>(std::countr_zero(static_cast<unsigned>(tiers[i])))];
+    }
     metrics_->OnLookup(keys.size(), by_tier, session.ns_.block_tokens);
   }
   return n;
