@@ -73,18 +73,32 @@ bool ValidUtf8(const std::string& s) {
   return true;
 }
 
-class GenerateCliTest : public ::testing::Test {
+// Errors found before any model is read: no model needed.
+class GenerateCliErrorsTest : public ::testing::Test {
  protected:
-  // One model for the suite: 2 layers, hidden 64, the Qwen3 vocabulary (~20 MB bf16), context 64.
   static void SetUpTestSuite() {
     fs::remove_all(TempRoot());
     fs::create_directories(TempRoot());
+  }
+  static void TearDownTestSuite() { fs::remove_all(TempRoot()); }
+
+  static Ran Generate(std::vector<std::string> args) {
+    args.insert(args.begin(), {"generate", "--model", (TempRoot() / "unread").string()});
+    return RunKvtier(args);
+  }
+};
+
+class GenerateCliTest : public GenerateCliErrorsTest {
+ protected:
+  // One model per test process: 2 layers, hidden 64, the Qwen3 vocabulary (~20 MB bf16), context
+  // 64.
+  static void SetUpTestSuite() {
+    GenerateCliErrorsTest::SetUpTestSuite();
     model_ = (TempRoot() / "qwen3-random").string();
     const fs::path tokenizer = fs::path(KVTIER_SOURCE_DIR) / "third_party/tokenizers/qwen3";
     made_ = RunKvtier({"make-model", "--out", model_, "--tokenizer", tokenizer.string(), "--arch",
                        "qwen3", "--layers", "2", "--hidden", "64", "--max-position", "64"});
   }
-  static void TearDownTestSuite() { fs::remove_all(TempRoot()); }
 
   void SetUp() override {
     ASSERT_TRUE(fs::exists(fs::path(KVTIER_SOURCE_DIR) / "third_party/tokenizers/qwen3"))
@@ -148,13 +162,13 @@ TEST_F(GenerateCliTest, ChatRendersTheTemplate) {
   EXPECT_NE(r.err.find("9 prompt tokens"), std::string::npos) << r.err;
 }
 
-TEST_F(GenerateCliTest, MissingModelDirectoryIsNamed) {
+TEST_F(GenerateCliErrorsTest, MissingModelDirectoryIsNamed) {
   const Ran r = RunKvtier({"generate", "--model", "/nonexistent/model", "--prompt", "hi"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--model /nonexistent/model: not a directory"), std::string::npos) << r.err;
 }
 
-TEST_F(GenerateCliTest, UnknownArchitectureNamesTheFileAndField) {
+TEST_F(GenerateCliErrorsTest, UnknownArchitectureNamesTheFileAndField) {
   const fs::path dir = TempRoot() / "gpt2";
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << R"({"architectures": ["GPT2LMHeadModel"]})";
@@ -175,14 +189,14 @@ TEST_F(GenerateCliTest, PromptLongerThanTheContextIsRefused) {
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
-TEST_F(GenerateCliTest, GpuDeviceIsRefusedAsNotBuilt) {
+TEST_F(GenerateCliErrorsTest, GpuDeviceIsRefusedAsNotBuilt) {
   const Ran r = Generate({"--prompt", "hi", "--device", "gpu"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--device gpu: the GPU backend is not available"), std::string::npos)
       << r.err;
 }
 
-TEST_F(GenerateCliTest, BadFlagValuesNameTheFlag) {
+TEST_F(GenerateCliErrorsTest, BadFlagValuesNameTheFlag) {
   for (const auto& [flag, value] :
        std::vector<std::pair<std::string, std::string>>{{"--top-p", "0"},
                                                         {"--temperature", "-1"},
