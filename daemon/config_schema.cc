@@ -148,6 +148,10 @@ std::vector<ConfigKey> T1Keys() {
       Size("t1.dma_chunk_bytes",
            "Registered with the GPU this much at a time; a multiple of slot_bytes",
            KVTIER_FIELD(tiers.t1.dma_chunk_bytes)),
+      Size("t1.first_ready_bytes",
+           "kvtierd serves once this much of T1 is usable; the rest grows in the background; 0: "
+           "wait for all of it",
+           KVTIER_FIELD(tiers.t1.first_ready_bytes)),
   };
   for (ConfigKey& k : PolicyKeys("t1", KVTIER_FIELD(tiers.t1_policy))) keys.push_back(std::move(k));
   return keys;

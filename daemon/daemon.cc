@@ -89,7 +89,6 @@ ServerOptions ServerOptionsOf(const DaemonConfig& config) {
   o.max_connections = config.daemon.max_connections;
   o.max_ring_entries = config.daemon.max_ring_entries;
   o.max_arena_bytes = config.daemon.max_arena_bytes;
-  // Both fit an int: the config is validated (daemon.h), spin_us <= 1000000, spin_threads <= 4096.
   o.connection.spin_us = static_cast<int>(config.daemon.spin_us);
   const uint32_t slots = config.daemon.spin_threads;
   o.connection.spin_budget = std::make_shared<SpinBudget>(
@@ -133,9 +132,14 @@ absl::Status Build(Daemon::Parts& p) {
                                         service_options);
   KVTIER_ASSIGN_OR_RETURN(p.server, Server::Start(ServerOptionsOf(p.config), *p.service));
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  KVTIER_LOG(kInfo, "daemon", "kvtierd ready in {:.3f} s: socket {}, metrics {}", took.count(),
-             p.config.SocketPath(),
-             p.metrics ? fmt::format("http://{}/metrics", p.config.metrics.listen_address) : "off");
+  // T1 grows after this (HostTier): say how much of it serves now, so the figure is not misread.
+  const HostTier& t1 = p.tiers->t1();
+  KVTIER_LOG(kInfo, "daemon",
+             "kvtierd ready in {:.3f} s: socket {}, metrics {}; T1 {} of {} slots usable{}",
+             took.count(), p.config.SocketPath(),
+             p.metrics ? fmt::format("http://{}/metrics", p.config.metrics.listen_address) : "off",
+             t1.ready_slots(), t1.capacity_slots(),
+             t1.ready_slots() < t1.capacity_slots() ? ", the rest grows in the background" : "");
   return absl::OkStatus();
 }
 

@@ -115,7 +115,7 @@ std::vector<std::string> MetricFamilyNames() {
           "kvtier_dropped_blocks_total", "kvtier_admissions_rejected_total",
           "kvtier_checksum_failures_total", "kvtier_put_blocks_total", "kvtier_get_blocks_total",
           "kvtier_promotion_failures_total", "kvtier_demotions_total", "kvtier_demotions_in_flight",
-          "kvtier_recovered_blocks"};
+          "kvtier_recovered_blocks", "kvtier_tier_ready_fraction"};
 }
 
 DaemonMetrics::DaemonMetrics(TierMask tiers)

@@ -61,7 +61,16 @@ std::vector<MetricFamily> CapacityFamilies(const TierSnapshot& s) {
   if (s.has_t0) add(Tier::kT0, s.t0);
   add(Tier::kT1, s.t1);
   if (s.has_t2) add(Tier::kT2, s.t2);
-  return {std::move(capacity), std::move(used), std::move(admitting), std::move(io_errors)};
+  // T1 alone grows after start (HostTier: faulted in and registered in the background).
+  MetricFamily ready = NewFamily("kvtier_tier_ready_fraction",
+                                 "Share of the tier's slots usable now; T1 grows to 1 after start.",
+                                 MetricType::Gauge);
+  AddTierSample(ready, Tier::kT1,
+                s.t1.capacity_slots == 0 ? 1.0
+                                         : static_cast<double>(s.t1.ready_slots) /
+                                               static_cast<double>(s.t1.capacity_slots));
+  return {std::move(capacity), std::move(used), std::move(admitting), std::move(io_errors),
+          std::move(ready)};
 }
 
 // Where blocks went when they left a tier, and the integrity checks that dropped some.

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
+#include <future>
 #include <string_view>
+#include <utility>
 
 #include "common/log.h"
 #include "kernels/gpu_runtime.h"
@@ -14,10 +14,9 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// Portable and mapped (kernels/gpu_runtime.h): usable from every context in the process, and GPU
-// kernels may read it in place (DESIGN.md: scattered small blocks at line rate).
-absl::Status RegisterChunk(void* p, size_t n) { return gpu::HostRegister(p, n); }
-void UnregisterChunk(void* p) { (void)gpu::HostUnregister(p); }
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace
 
@@ -25,66 +24,113 @@ bool DmaRegistration::BackendAvailable() { return std::string_view(gpu::BackendN
 
 const char* DmaRegistration::BackendName() { return gpu::BackendName(); }
 
-DmaRegistration::DmaRegistration(void* base, size_t size, size_t chunk_bytes)
-    : base_(static_cast<char*>(base)), size_(size), chunk_bytes_(chunk_bytes) {}
+DmaRegistration::DmaRegistration(void* base, size_t size, std::vector<size_t> chunk_ends,
+                                 TouchFn touch, ReadyFn ready)
+    : base_(static_cast<char*>(base)),
+      size_(size),
+      chunk_ends_(std::move(chunk_ends)),
+      touch_(std::move(touch)),
+      ready_(std::move(ready)),
+      start_(std::chrono::steady_clock::now()) {}
 
 std::unique_ptr<DmaRegistration> DmaRegistration::Start(void* base, size_t size,
-                                                        size_t chunk_bytes) {
-  std::unique_ptr<DmaRegistration> reg(new DmaRegistration(base, size, chunk_bytes));
+                                                        std::vector<size_t> chunk_ends,
+                                                        TouchFn touch, ReadyFn ready) {
+  std::unique_ptr<DmaRegistration> reg(
+      new DmaRegistration(base, size, std::move(chunk_ends), std::move(touch), std::move(ready)));
   if (!BackendAvailable()) {
-    KVTIER_LOG(kInfo, "t1", "DMA registration skipped: CPU-only build (no GPU backend)");
-    reg->Finish(absl::OkStatus());
-    return reg;
+    KVTIER_LOG(kDebug, "t1", "DMA registration skipped: CPU-only build (no GPU backend)");
   }
   reg->thread_ = std::thread([r = reg.get()] { r->Run(); });
   return reg;
 }
 
 void DmaRegistration::Run() {
-  const auto start = std::chrono::steady_clock::now();
-  absl::Status status;
-  size_t offset = 0;
-  while (offset < size_ && !stop_.load(std::memory_order_acquire)) {
-    const size_t n = std::min(chunk_bytes_, size_ - offset);
-    status = RegisterChunk(base_ + offset, n);
-    if (!status.ok()) break;
-    offset += n;
-    registered_bytes_.store(offset, std::memory_order_release);
+  absl::Status touch_error, reg_error;
+  const size_t n = chunk_ends_.size();
+  auto touch = [this](size_t i) {
+    const size_t begin = i == 0 ? 0 : chunk_ends_[i - 1];
+    return touch_(base_ + begin, chunk_ends_[i] - begin);
+  };
+  if (n > 0) touch_error = touch(0);
+  size_t i = 0;
+  for (; i < n && touch_error.ok() && !stop_.load(std::memory_order_acquire); ++i) {
+    // The next chunk faults in (on the touch hook's threads) while this one is registered.
+    std::future<absl::Status> next;
+    if (i + 1 < n) next = std::async(std::launch::async, touch, i + 1);
+    // The first chunk is usable as soon as it is faulted in: its registration also creates the
+    // GPU context (~0.2 s on the H100), which the process need not wait for to serve. The driver
+    // stages a DMA from it meanwhile. Every later chunk is usable once registered.
+    if (i == 0) MarkReady(chunk_ends_[0]);
+    RegisterChunk(i == 0 ? 0 : chunk_ends_[i - 1], chunk_ends_[i], reg_error);
+    if (i != 0) MarkReady(chunk_ends_[i]);
+    if (next.valid()) touch_error = next.get();
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!status.ok()) {
-    KVTIER_LOG(kError, "t1", "DMA registration stopped at {} of {} bytes: {}", offset, size_,
-               status.ToString());
-  } else if (offset == size_) {
+  const double secs = SecondsSince(start_);
+  const uint64_t ready = ready_bytes();
+  if (!touch_error.ok()) {
+    KVTIER_LOG(kError, "t1", "faulting in stopped at {} of {} bytes (those stay usable): {}", ready,
+               size_, touch_error.ToString());
+  } else if (ready == size_) {
     KVTIER_LOG(kInfo, "t1",
-               "DMA registration ({}) of {} bytes in {} chunks done in {:.3f} s ({:.3f} s/GiB)",
-               BackendName(), size_, (size_ + chunk_bytes_ - 1) / chunk_bytes_, secs,
+               "all {} bytes usable in {:.3f} s ({} chunks faulted in{}; {:.3f} s/GiB)", size_,
+               secs, n,
+               registered_bytes() == size_ ? fmt::format(" and registered ({})", BackendName())
+                                           : std::string(),
                size_ > 0 ? secs / (size_ / kGiB) : 0.0);
-  } else {
-    status = absl::CancelledError(
-        fmt::format("DMA registration cancelled at {} of {} bytes", offset, size_));
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    seconds_ = secs;
+  absl::Status result = !touch_error.ok() ? touch_error : reg_error;
+  if (result.ok() && ready < size_) {
+    result = absl::CancelledError(
+        fmt::format("T1 growth cancelled at {} of {} bytes (shutdown)", ready, size_));
   }
-  Finish(status);
+  Finish(std::move(result), secs);
 }
 
-void DmaRegistration::Finish(absl::Status status) {
+void DmaRegistration::RegisterChunk(size_t begin, size_t end, absl::Status& reg_error) {
+  if (!BackendAvailable() || !reg_error.ok()) return;
+  // Portable and mapped (kernels/gpu_runtime.h): usable from every context in the process, and GPU
+  // kernels may read it in place (DESIGN.md: scattered small blocks at line rate).
+  reg_error = gpu::HostRegister(base_ + begin, end - begin);
+  if (!reg_error.ok()) {
+    KVTIER_LOG(kError, "t1",
+               "DMA registration stopped at {} of {} bytes: {}; the rest is used unregistered",
+               begin, size_, reg_error.ToString());
+    return;
+  }
+  registered_.push_back(base_ + begin);
+  registered_bytes_.store(end, std::memory_order_release);
+}
+
+void DmaRegistration::MarkReady(uint64_t bytes) {
+  if (ready_) ready_(bytes);  // before ready_bytes_: a waiter then finds the slots allocatable
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_bytes_.store(bytes, std::memory_order_release);
+    if (first_ready_seconds_ == 0) first_ready_seconds_ = SecondsSince(start_);
+  }
+  cv_.notify_all();
+}
+
+void DmaRegistration::Finish(absl::Status status, double secs) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     result_ = std::move(status);
+    seconds_ = secs;
     done_.store(true, std::memory_order_release);
   }
-  done_cv_.notify_all();
+  cv_.notify_all();
 }
 
 absl::Status DmaRegistration::Wait() const {
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return done_.load(std::memory_order_acquire); });
+  cv_.wait(lock, [this] { return done_.load(std::memory_order_acquire); });
   return result_;
+}
+
+void DmaRegistration::WaitReady(uint64_t bytes) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ready_bytes() >= bytes || done_.load(std::memory_order_acquire); });
 }
 
 double DmaRegistration::seconds() const {
@@ -92,12 +138,15 @@ double DmaRegistration::seconds() const {
   return seconds_;
 }
 
+double DmaRegistration::first_ready_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_ready_seconds_;
+}
+
 DmaRegistration::~DmaRegistration() {
   stop_.store(true, std::memory_order_release);
   if (thread_.joinable()) thread_.join();
-  // Chunks were registered at chunk_bytes_ strides from base_; unregister each by its start.
-  const uint64_t registered = registered_bytes();
-  for (uint64_t off = 0; off < registered; off += chunk_bytes_) UnregisterChunk(base_ + off);
+  for (char* chunk : registered_) (void)gpu::HostUnregister(chunk);
 }
 
 }  // namespace kvtier

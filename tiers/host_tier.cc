@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -130,6 +131,27 @@ absl::StatusOr<Segment> CreateSegment(const HostTierOptions& options) {
   return seg;
 }
 
+// The chunks the segment grows in: from first_ready_bytes doubling up to max_chunk, each a multiple
+// of grain (whole slots, whole pages) but the last, which ends at size. Small first chunks make the
+// first slots usable early; large later ones keep registration calls few.
+struct GrowthPlan {
+  std::vector<size_t> chunk_ends;
+  uint64_t wait_bytes = 0;  // what Create waits for
+};
+
+GrowthPlan PlanGrowth(uint64_t size, uint64_t grain, uint64_t first_ready, uint64_t max_chunk) {
+  auto round_up = [grain](uint64_t x) { return std::max(grain, (x + grain - 1) / grain * grain); };
+  max_chunk = std::max(grain, max_chunk / grain * grain);
+  GrowthPlan plan;
+  plan.wait_bytes = first_ready == 0 ? size : std::min(size, round_up(first_ready));
+  uint64_t chunk = std::min(max_chunk, round_up(first_ready == 0 ? max_chunk : first_ready));
+  for (uint64_t end = 0; end < size; chunk = std::min(max_chunk, chunk * 2)) {
+    end = std::min(size, end + chunk);
+    plan.chunk_ends.push_back(end);
+  }
+  return plan;
+}
+
 }  // namespace
 
 absl::Status HostTierOptions::Validate() const {
@@ -181,10 +203,10 @@ HostTier::HostTier(int fd, std::byte* base, size_t size, uint32_t slot_bytes)
       base_(base),
       size_(size),
       slot_bytes_(slot_bytes),
-      allocator_(static_cast<uint32_t>(size / slot_bytes)) {}
+      allocator_(static_cast<uint32_t>(size / slot_bytes), /*ready=*/0) {}
 
 HostTier::~HostTier() {
-  dma_.reset();  // unregisters before the memory goes away
+  dma_.reset();  // stops the growth and unregisters before the memory goes away
   munmap(base_, size_);
   close(fd_);
 }
@@ -199,6 +221,7 @@ absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(const HostTierOptions
   // From here the tier owns fd and mapping, so every early return below releases them.
   std::unique_ptr<HostTier> tier(new HostTier(seg.fd, static_cast<std::byte*>(seg.base),
                                               options.capacity_bytes, options.slot_bytes));
+  tier->numa_ = std::move(numa);
   HostTierPlacement& where = tier->placement_;
   where.numa_node = node.os_index;
   where.numa_why = node.why;
@@ -207,23 +230,23 @@ absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(const HostTierOptions
   const unsigned threads = options.touch_threads != 0
                                ? options.touch_threads
                                : std::max(1u, std::thread::hardware_concurrency());
-  KVTIER_RETURN_IF_ERROR(tier->BindAndTouch(*numa, threads));
+  KVTIER_RETURN_IF_ERROR(tier->BindAndGrow(options, threads));
   where.create_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   KVTIER_LOG(kInfo, "t1",
              "segment of {} bytes ({} slots of {} bytes, huge_pages={}): NUMA node {} of {} ({}, "
-             "{}), {} KiB pages{}, faulted in by {} threads, ready in {:.3f} s",
+             "{}), {} KiB pages{}, faulted in by {} threads; {} slots usable in {:.3f} s, the rest "
+             "grows in the background",
              tier->size_, tier->capacity_slots(), tier->slot_bytes_,
-             HugePagesName(options.huge_pages), node.os_index, numa->num_nodes(), node.why,
+             HugePagesName(options.huge_pages), node.os_index, tier->numa_->num_nodes(), node.why,
              where.numa_bound ? "bound" : "not bound", seg.page_bytes / 1024,
-             seg.huge ? " (hugetlb)" : "", threads, where.create_seconds);
-  tier->dma_ = DmaRegistration::Start(seg.base, tier->size_, options.dma_chunk_bytes);
+             seg.huge ? " (hugetlb)" : "", threads, tier->ready_slots(), where.create_seconds);
   return tier;
 }
 
-absl::Status HostTier::BindAndTouch(const NumaPlacement& numa, unsigned threads) {
+absl::Status HostTier::BindAndGrow(const HostTierOptions& options, unsigned threads) {
   // Bind before the first touch: the policy decides where a page goes when it is faulted in.
-  const absl::Status bound = numa.BindArea(base_, size_, placement_.numa_node);
+  const absl::Status bound = numa_->BindArea(base_, size_, placement_.numa_node);
   placement_.numa_bound = bound.ok();
   if (!bound.ok()) {
     KVTIER_LOG(kWarn, "t1",
@@ -231,9 +254,22 @@ absl::Status HostTier::BindAndTouch(const NumaPlacement& numa, unsigned threads)
                "them: {}",
                std::string(bound.message()));
   }
-  return numa.TouchParallel(base_, size_, placement_.page_bytes, threads, placement_.numa_node);
+  const GrowthPlan plan = PlanGrowth(size_, std::lcm<uint64_t>(slot_bytes_, placement_.page_bytes),
+                                     options.first_ready_bytes, options.dma_chunk_bytes);
+  const size_t page = placement_.page_bytes;
+  const int node = placement_.numa_node;
+  dma_ = DmaRegistration::Start(
+      base_, size_, plan.chunk_ends,
+      [this, page, threads, node, hook = options.before_touch_for_test](char* begin, size_t bytes) {
+        const uint64_t offset = static_cast<uint64_t>(begin - reinterpret_cast<char*>(base_));
+        if (hook && offset != 0) hook(offset);
+        return numa_->TouchParallel(begin, bytes, page, threads, node);
+      },
+      [this](uint64_t ready) { allocator_.Grow(static_cast<uint32_t>(ready / slot_bytes_)); });
+  dma_->WaitReady(plan.wait_bytes);
+  if (dma_->ready_bytes() >= plan.wait_bytes) return absl::OkStatus();
+  return dma_->Wait();  // stopped before the first part: the touch error
 }
-
 absl::StatusOr<SlotId> HostTier::Allocate() { return allocator_.Allocate(); }
 
 void HostTier::Free(SlotId slot) {
@@ -273,6 +309,7 @@ TierStats HostTier::Stats() const {
   s.slot_bytes = slot_bytes_;
   s.capacity_slots = capacity_slots();
   s.used_slots = allocator_.used();
+  s.ready_slots = allocator_.ready();
   io_.Fill(s);
   s.rejected_allocations = allocator_.exhausted();
   return s;

@@ -1,13 +1,20 @@
 // HostTier: T1, the shared pinned host DRAM tier (DESIGN.md "Tiers"). One shared-memory segment
-// (memfd; 2 MiB huge pages when the system has them) bound to the NUMA node nearest the GPU,
-// faulted in from parallel threads at start-up, registered for GPU DMA in the background (GPU
-// builds), and cut into fixed-size slots of slot_bytes each: slot i is bytes [i * slot_bytes, (i +
-// 1) * slot_bytes) of the segment.
+// (memfd; 2 MiB huge pages when the system has them) bound to the NUMA node nearest the GPU, cut
+// into fixed-size slots of slot_bytes each: slot i is bytes [i * slot_bytes, (i + 1) * slot_bytes)
+// of the segment.
+//
+// Ready at once: Create returns as soon as the first part of the segment (first_ready_bytes) is
+// faulted in (its DMA registration follows at once, see DmaRegistration); a background thread
+// (DmaRegistration) does the rest chunk by chunk, in address order, and each chunk's slots become
+// allocatable when it is done. Until then Allocate may answer ResourceExhausted with slots still to
+// come: ready_slots() grows to capacity_slots(), and dma() tells the progress.
 //
 // Made for other processes: fd() is a memfd that the daemon hands to clients over SCM_RIGHTS. A
 // process that receives it and mmaps it (MAP_SHARED, PROT_READ|PROT_WRITE, length size(), offset 0)
 // sees the same bytes as this one, both ways, with no copy; whoever may map it may read and write
-// every slot in it (DESIGN.md "Trust and isolation": one segment per pool).
+// every slot in it (DESIGN.md "Trust and isolation": one segment per pool). It may be mapped at
+// once, while later chunks are still being faulted in: faulting is about page faults and pinning,
+// not about what the mapping shows.
 //
 // Thread-safety: every method may be called from any thread. Read and Write on distinct slots run
 // in parallel; on one slot the caller serialises them (leases: a block being written is never
@@ -17,6 +24,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -49,6 +57,13 @@ struct HostTierOptions {
   // Registered with the GPU this much at a time; a multiple of slot_bytes so no slot straddles two
   // registrations (one DMA never spans two pinned ranges).
   uint64_t dma_chunk_bytes = uint64_t{1} << 30;
+  // Create returns once this much of the segment (rounded up to whole slots and pages) is usable;
+  // the rest grows in the background, in chunks from this size doubling up to dma_chunk_bytes.
+  // 0: Create waits for the whole segment.
+  uint64_t first_ready_bytes = uint64_t{64} << 20;
+  // Tests only: runs on the growth thread before each chunk after the first is faulted in, with the
+  // chunk's offset; a test slows or holds the growth with it to watch the tier serve meanwhile.
+  std::function<void(uint64_t offset)> before_touch_for_test;
 
   absl::Status Validate() const;
 };
@@ -60,17 +75,18 @@ struct HostTierPlacement {
   bool numa_bound = false;    // false when the kernel refused the bind (pages go anywhere)
   size_t page_bytes = 4096;   // 2 MiB with huge pages
   bool huge_pages = false;    // hugetlb pages (transparent huge pages are not counted here)
-  double create_seconds = 0;  // Create: segment + bind + touch (registration runs on after)
+  double create_seconds = 0;  // Create: segment + bind + the first part faulted in and registered
 };
 
 class HostTier final : public StorageTier {
  public:
-  // Creates, binds and faults in the segment, then starts DMA registration in the background (GPU
-  // builds). Errors: InvalidArgument for bad options, FailedPrecondition for huge_pages = on
-  // without huge pages, ResourceExhausted / Internal when the memory cannot be had.
+  // Creates and binds the segment, and returns once its first part is usable; the rest is faulted
+  // in and registered in the background (see above). Errors: InvalidArgument for bad options,
+  // FailedPrecondition for huge_pages = on without huge pages, ResourceExhausted / Internal when
+  // the memory cannot be had.
   static absl::StatusOr<std::unique_ptr<HostTier>> Create(const HostTierOptions& options);
-  // Stops registration, unregisters, unmaps and closes fd(). Mappings other processes hold stay
-  // valid: the memory lives until the last one is gone.
+  // Stops the growth (after the chunk in progress), unregisters, unmaps and closes fd(). Mappings
+  // other processes hold stay valid: the memory lives until the last one is gone.
   ~HostTier() override;
 
   // StorageTier. Read and Write complete inline: `done` has run when they return.
@@ -94,13 +110,16 @@ class HostTier final : public StorageTier {
   std::byte* base() const { return base_; }  // page-aligned; T2 registers [base, base+size)
   size_t size() const { return size_; }
   const HostTierPlacement& placement() const { return placement_; }
-  const DmaRegistration& dma() const { return *dma_; }  // progress of GPU registration
+  // Progress of the growth: bytes ready and registered; Wait() for the whole segment.
+  const DmaRegistration& dma() const { return *dma_; }
+  // Slots that can be allocated at all now; capacity_slots() once the segment is grown in full.
+  uint32_t ready_slots() const { return allocator_.ready(); }
   uint64_t double_frees() const { return allocator_.double_frees(); }
 
  private:
   HostTier(int fd, std::byte* base, size_t size, uint32_t slot_bytes);
-  // Binds the segment to placement_.numa_node and faults it in from `threads` threads.
-  absl::Status BindAndTouch(const NumaPlacement& numa, unsigned threads);
+  // Binds the segment to placement_.numa_node, starts the growth and waits for its first part.
+  absl::Status BindAndGrow(const HostTierOptions& options, unsigned threads);
   bool ValidSlot(SlotId slot) const { return slot < allocator_.capacity(); }
 
   const int fd_;
@@ -108,6 +127,7 @@ class HostTier final : public StorageTier {
   const size_t size_;
   const uint32_t slot_bytes_;
   HostTierPlacement placement_;
+  std::unique_ptr<NumaPlacement> numa_;  // used by the growth thread to fault chunks in
   SlotAllocator allocator_;
   std::unique_ptr<DmaRegistration> dma_;  // destroyed first in ~HostTier, before munmap
   IoCounters io_;

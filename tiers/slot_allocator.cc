@@ -2,13 +2,28 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace kvtier {
 
-SlotAllocator::SlotAllocator(uint32_t capacity) : capacity_(capacity), allocated_(capacity, false) {
+SlotAllocator::SlotAllocator(uint32_t capacity) : SlotAllocator(capacity, capacity) {}
+
+SlotAllocator::SlotAllocator(uint32_t capacity, uint32_t ready)
+    : capacity_(capacity), ready_(0), allocated_(capacity, false) {
   free_stack_.reserve(capacity);
-  // Pushed in reverse so the first Allocate calls hand out 0, 1, 2, ...: consecutive slots are
-  // adjacent in memory, which keeps a fresh tier's early blocks on few pages.
-  for (uint32_t i = capacity; i > 0; --i) free_stack_.push_back(i - 1);
+  Grow(ready);
+}
+
+void SlotAllocator::Grow(uint32_t new_ready) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t old = ready_.load(std::memory_order_relaxed);
+  new_ready = std::min(new_ready, capacity_);
+  if (new_ready <= old) return;
+  // Pushed above the slots freed so far, in reverse, so the next Allocate calls hand out old,
+  // old + 1, ...: consecutive slots are adjacent in memory, which keeps a fresh tier's early blocks
+  // on few pages.
+  for (uint32_t i = new_ready; i > old; --i) free_stack_.push_back(i - 1);
+  ready_.store(new_ready, std::memory_order_release);
 }
 
 absl::StatusOr<SlotId> SlotAllocator::Allocate() {
@@ -47,7 +62,7 @@ bool SlotAllocator::IsAllocated(SlotId slot) const {
 
 uint32_t SlotAllocator::used() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return capacity_ - static_cast<uint32_t>(free_stack_.size());
+  return ready_.load(std::memory_order_relaxed) - static_cast<uint32_t>(free_stack_.size());
 }
 
 uint64_t SlotAllocator::double_frees() const {

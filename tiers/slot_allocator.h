@@ -8,6 +8,7 @@
 // Allocate, so a lock-free stack would buy nothing measurable here.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -22,6 +23,9 @@ class SlotAllocator {
  public:
   // All `capacity` slots start free. Precondition: capacity < kNoSlot.
   explicit SlotAllocator(uint32_t capacity);
+  // Only slots [0, ready) start free; the rest join the free set through Grow (a tier whose memory
+  // becomes usable piece by piece: T1 while it is faulted in). Precondition: ready <= capacity.
+  SlotAllocator(uint32_t capacity, uint32_t ready);
 
   SlotAllocator(const SlotAllocator&) = delete;
   SlotAllocator& operator=(const SlotAllocator&) = delete;
@@ -37,7 +41,13 @@ class SlotAllocator {
   // Whether `slot` is currently allocated (false when out of range). A snapshot.
   bool IsAllocated(SlotId slot) const;
 
+  // Slots [ready(), new_ready) become free, the lowest handed out first; a new_ready not above
+  // ready() changes nothing and one above capacity() is clamped to it.
+  void Grow(uint32_t new_ready);
+
   uint32_t capacity() const { return capacity_; }
+  // Slots that may be handed out at all: capacity() once grown in full.
+  uint32_t ready() const { return ready_.load(std::memory_order_acquire); }
   uint32_t used() const;
   // Frees refused because the slot was not allocated, since construction.
   uint64_t double_frees() const;
@@ -46,6 +56,7 @@ class SlotAllocator {
 
  private:
   const uint32_t capacity_;
+  std::atomic<uint32_t> ready_;  // written under mu_; read without it for statistics
   mutable std::mutex mu_;
   std::vector<SlotId> free_stack_ ABSL_GUARDED_BY(mu_);  // top = back()
   std::vector<bool> allocated_ ABSL_GUARDED_BY(mu_);     // indexed by SlotId

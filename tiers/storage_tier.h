@@ -39,6 +39,9 @@ struct TierStats {
   uint64_t slot_bytes = 0;
   uint64_t capacity_slots = 0;
   uint64_t used_slots = 0;
+  // Slots that may be allocated now. T1 grows it to capacity_slots after start (HostTier); the
+  // other tiers leave it 0 (all their slots are ready when they open).
+  uint64_t ready_slots = 0;
   uint64_t reads = 0, read_bytes = 0, read_errors = 0;
   uint64_t writes = 0, write_bytes = 0, write_errors = 0;
   uint64_t checksum_failures = 0;     // reads whose payload did not match its record (T2)

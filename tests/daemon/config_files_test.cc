@@ -62,6 +62,7 @@ numa_pci_bus_id = "0000:3b:00.0"
 touch_threads = 8
 huge_pages = "off"
 dma_chunk_bytes = "512MiB"
+first_ready_bytes = "32MiB"
 high_watermark = 0.9
 low_watermark = 0.8
 leaf_first = true

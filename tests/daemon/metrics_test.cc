@@ -144,6 +144,7 @@ TEST(MetricsTest, PutsAndGetsOnARealTierManagerShowAtTheNextScrape) {
   EXPECT_EQ(page.Value("kvtier_tier_capacity_bytes{tier=\"T1\"}"), 8.0 * kTestSlot);
   EXPECT_EQ(page.Value("kvtier_tier_used_bytes{tier=\"T1\"}"), 0);
   EXPECT_EQ(page.Value("kvtier_tier_admitting{tier=\"T1\"}"), 1);
+  EXPECT_EQ(page.Value("kvtier_tier_ready_fraction{tier=\"T1\"}"), 1);  // small: ready at Create
   EXPECT_EQ(page.Value("kvtier_put_blocks_total{result=\"stored\"}"), 0);
   EXPECT_FALSE(page.Get("kvtier_tier_capacity_bytes{tier=\"T2\"}"));  // no T2 configured
 

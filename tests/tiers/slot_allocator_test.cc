@@ -88,5 +88,26 @@ TEST(SlotAllocatorTest, ConcurrentAllocateFreeNeverSharesASlot) {
   EXPECT_EQ(alloc.double_frees(), 0u);
 }
 
+TEST(SlotAllocatorTest, GrowsFromTheReadySlotsLowestFirstAndKeepsFreedOnes) {
+  SlotAllocator a(10, 3);
+  EXPECT_EQ(a.capacity(), 10u);
+  EXPECT_EQ(a.ready(), 3u);
+  for (SlotId want = 0; want < 3; ++want) EXPECT_EQ(*a.Allocate(), want);
+  EXPECT_EQ(a.Allocate().status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(a.Free(5).code(), absl::StatusCode::kFailedPrecondition);  // not ready, not allocated
+  ASSERT_TRUE(a.Free(1).ok());
+  a.Grow(6);
+  EXPECT_EQ(a.ready(), 6u);
+  EXPECT_EQ(a.used(), 2u);
+  for (SlotId want : {3u, 4u, 5u, 1u}) EXPECT_EQ(*a.Allocate(), want);
+  a.Grow(4);  // not above ready(): nothing changes
+  EXPECT_EQ(a.ready(), 6u);
+  EXPECT_EQ(a.Allocate().status().code(), absl::StatusCode::kResourceExhausted);
+  a.Grow(99);  // clamped to the capacity
+  EXPECT_EQ(a.ready(), 10u);
+  for (SlotId want = 6; want < 10; ++want) EXPECT_EQ(*a.Allocate(), want);
+  EXPECT_EQ(a.used(), 10u);
+}
+
 }  // namespace
 }  // namespace kvtier
