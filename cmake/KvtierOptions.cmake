@@ -7,6 +7,15 @@ function(kvtier_target_defaults target)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
 endfunction()
 
+# Every size, count and offset that crosses the C ABI, the C++ client or the wire is range-checked
+# before use, never narrowed silently (issue 11): for client/ and daemon/ the compiler flags every
+# implicit conversion that can change a value; each narrowing left is an explicit cast after a
+# check, or of a value bounded by construction, with a comment saying which.
+function(kvtier_strict_conversions target)
+  target_compile_options(${target} PRIVATE
+                         $<$<COMPILE_LANGUAGE:C,CXX>:-Wconversion -Wsign-conversion>)
+endfunction()
+
 option(KVTIER_SANITIZE_THREAD "Build with ThreadSanitizer" OFF)
 if(KVTIER_SANITIZE_THREAD)
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
