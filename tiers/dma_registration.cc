@@ -143,9 +143,13 @@ double DmaRegistration::first_ready_seconds() const {
   return first_ready_seconds_;
 }
 
+void DmaRegistration::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
 DmaRegistration::~DmaRegistration() {
   stop_.store(true, std::memory_order_release);
-  if (thread_.joinable()) thread_.join();
+  Join();
   for (char* chunk : registered_) (void)gpu::HostUnregister(chunk);
 }
 

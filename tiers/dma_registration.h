@@ -73,6 +73,10 @@ class DmaRegistration {
   absl::Status Wait() const;
   // Blocks until ready_bytes() >= bytes or done().
   void WaitReady(uint64_t bytes) const;
+  // Waits for the background thread to end (done() is then true). Not concurrently with itself or
+  // the destructor. A process that forks should not leave a finished thread unjoined (the
+  // sanitizers report it in the child).
+  void Join();
   // Seconds from Start to done (0 until done), and to the first chunk ready (0 until then).
   double seconds() const;
   double first_ready_seconds() const;
