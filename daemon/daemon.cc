@@ -89,6 +89,7 @@ ServerOptions ServerOptionsOf(const DaemonConfig& config) {
   o.max_connections = config.daemon.max_connections;
   o.max_ring_entries = config.daemon.max_ring_entries;
   o.max_arena_bytes = config.daemon.max_arena_bytes;
+  // Both fit an int: the config is validated (daemon.h), spin_us <= 1000000, spin_threads <= 4096.
   o.connection.spin_us = static_cast<int>(config.daemon.spin_us);
   const uint32_t slots = config.daemon.spin_threads;
   o.connection.spin_budget = std::make_shared<SpinBudget>(
