@@ -28,6 +28,7 @@
 #include "kernels/gpu_runtime.h"
 #include "kernels/ops/gpu/attention_gpu.h"
 #include "kernels/ops/gpu/gemm_gpu.h"
+#include "tests/bench/gpu_bench_util.h"
 
 namespace kvtier {
 namespace {
@@ -36,17 +37,11 @@ using ops::gpu::DType;
 
 constexpr int64_t kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlockTokens = 16;
 
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "attention_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-void Check(const absl::Status& s, const char* what) {
-  if (!s.ok()) Die(fmt::format("{}: {}", what, s.ToString()));
-}
+constexpr char kProgram[] = "attention_bench";
+void Check(const absl::Status& s, const char* what) { bench::Check(kProgram, s, what); }
 template <typename T>
 T Take(absl::StatusOr<T> v, const char* what) {
-  Check(v.status(), what);
-  return std::move(*v);
+  return bench::Take(kProgram, std::move(v), what);
 }
 
 // Device allocations of one measurement, freed when it ends.
@@ -83,17 +78,7 @@ void* Filled(Arena& arena, size_t bytes) {
 }
 
 double BestSeconds(int repeat, gpu::StreamHandle stream, const std::function<void()>& enqueue) {
-  gpu::Event start = Take(gpu::Event::Create(true), "event");
-  gpu::Event end = Take(gpu::Event::Create(true), "event");
-  double best = 1e30;
-  for (int r = 0; r <= repeat; ++r) {
-    Check(start.Record(stream), "record");
-    enqueue();
-    Check(end.Record(stream), "record");
-    Check(end.Synchronize(), "sync");
-    if (r > 0) best = std::min(best, Take(gpu::Event::ElapsedMs(start, end), "elapsed") / 1e3);
-  }
-  return best;
+  return bench::BestSeconds(kProgram, repeat, stream, enqueue);
 }
 
 struct Row {

@@ -25,6 +25,7 @@
 #include "kernels/gpu_checksum.h"
 #include "kernels/gpu_runtime.h"
 #include "kernels/kv_layout.h"
+#include "tests/bench/gpu_bench_util.h"
 #include "tests/kernels/support/pattern.h"
 
 namespace kvtier {
@@ -32,32 +33,15 @@ namespace {
 
 constexpr uint32_t kLayers = 32, kHeads = 8, kHeadDim = 128, kElem = 2, kBlockTokens = 16;
 
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "gpu_checksum_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-void Check(const absl::Status& s, const char* what) {
-  if (!s.ok()) Die(fmt::format("{}: {}", what, s.ToString()));
-}
+constexpr char kProgram[] = "gpu_checksum_bench";
+void Check(const absl::Status& s, const char* what) { bench::Check(kProgram, s, what); }
 template <typename T>
 T Take(absl::StatusOr<T> v, const char* what) {
-  Check(v.status(), what);
-  return std::move(*v);
+  return bench::Take(kProgram, std::move(v), what);
 }
 
-// Best GPU time in seconds of `enqueue` over `repeat` runs (after one warm-up).
 double BestSeconds(int repeat, gpu::StreamHandle stream, const std::function<void()>& enqueue) {
-  gpu::Event start = Take(gpu::Event::Create(true), "event");
-  gpu::Event end = Take(gpu::Event::Create(true), "event");
-  double best = 1e30;
-  for (int r = 0; r <= repeat; ++r) {
-    Check(start.Record(stream), "record");
-    enqueue();
-    Check(end.Record(stream), "record");
-    Check(end.Synchronize(), "sync");
-    if (r > 0) best = std::min(best, Take(gpu::Event::ElapsedMs(start, end), "elapsed") / 1e3);
-  }
-  return best;
+  return bench::BestSeconds(kProgram, repeat, stream, enqueue);
 }
 
 struct Row {
