@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <future>
 #include <string_view>
 #include <utility>
@@ -20,6 +21,34 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+// What a DmaRegistration shares with the watches of its range: the range, its chunks, how much is
+// ready and whom to tell. Lives as long as the registration or one of its watches.
+struct DmaRegistration::Growth {
+  Growth(char* b, size_t s, std::vector<size_t> ends)
+      : base(b), size(s), chunk_ends(std::move(ends)) {}
+  char* const base;
+  const size_t size;
+  const std::vector<size_t> chunk_ends;
+  std::mutex mu;
+  uint64_t ready ABSL_GUARDED_BY(mu) = 0;
+  std::vector<ReadyWatch*> watches ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+// The growths of the live DmaRegistrations, for Watch to find by address.
+struct GrowthList {
+  std::mutex mu;
+  std::vector<std::shared_ptr<DmaRegistration::Growth>> growths ABSL_GUARDED_BY(mu);
+};
+
+GrowthList& Growths() {
+  static GrowthList* const list = new GrowthList;  // never destroyed: usable at exit
+  return *list;
+}
+
+}  // namespace
+
 bool DmaRegistration::BackendAvailable() { return std::string_view(gpu::BackendName()) != "none"; }
 
 const char* DmaRegistration::BackendName() { return gpu::BackendName(); }
@@ -31,7 +60,8 @@ DmaRegistration::DmaRegistration(void* base, size_t size, std::vector<size_t> ch
       chunk_ends_(std::move(chunk_ends)),
       touch_(std::move(touch)),
       ready_(std::move(ready)),
-      start_(std::chrono::steady_clock::now()) {}
+      start_(std::chrono::steady_clock::now()),
+      growth_(std::make_shared<Growth>(base_, size_, chunk_ends_)) {}
 
 std::unique_ptr<DmaRegistration> DmaRegistration::Start(void* base, size_t size,
                                                         std::vector<size_t> chunk_ends,
@@ -40,6 +70,11 @@ std::unique_ptr<DmaRegistration> DmaRegistration::Start(void* base, size_t size,
       new DmaRegistration(base, size, std::move(chunk_ends), std::move(touch), std::move(ready)));
   if (!BackendAvailable()) {
     KVTIER_LOG(kDebug, "t1", "DMA registration skipped: CPU-only build (no GPU backend)");
+  }
+  {
+    GrowthList& list = Growths();
+    std::lock_guard<std::mutex> lock(list.mu);
+    list.growths.push_back(reg->growth_);
   }
   reg->thread_ = std::thread([r = reg.get()] { r->Run(); });
   return reg;
@@ -103,6 +138,11 @@ void DmaRegistration::RegisterChunk(size_t begin, size_t end, absl::Status& reg_
 }
 
 void DmaRegistration::MarkReady(uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(growth_->mu);
+    growth_->ready = bytes;
+    for (ReadyWatch* watch : growth_->watches) watch->Advance(bytes);
+  }
   if (ready_) ready_(bytes);  // before ready_bytes_: a waiter then finds the slots allocatable
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -150,7 +190,60 @@ void DmaRegistration::Join() {
 DmaRegistration::~DmaRegistration() {
   stop_.store(true, std::memory_order_release);
   Join();
+  {
+    GrowthList& list = Growths();
+    std::lock_guard<std::mutex> lock(list.mu);
+    std::erase(list.growths, growth_);
+  }
   for (char* chunk : registered_) (void)gpu::HostUnregister(chunk);
+}
+
+std::unique_ptr<ReadyWatch> DmaRegistration::Watch(const void* base, size_t bytes) {
+  const char* p = static_cast<const char*>(base);
+  GrowthList& list = Growths();
+  std::lock_guard<std::mutex> lock(list.mu);
+  for (const std::shared_ptr<Growth>& g : list.growths) {
+    if (p < g->base || p + bytes > g->base + g->size) continue;
+    const uint64_t offset = static_cast<uint64_t>(p - g->base);
+    std::vector<uint64_t> steps;
+    for (size_t end : g->chunk_ends) {
+      if (end > offset && end < offset + bytes) steps.push_back(end - offset);
+    }
+    steps.push_back(bytes);
+    return std::unique_ptr<ReadyWatch>(new ReadyWatch(g, offset, bytes, std::move(steps)));
+  }
+  return std::unique_ptr<ReadyWatch>(new ReadyWatch(nullptr, 0, bytes, {bytes}));
+}
+
+ReadyWatch::ReadyWatch(std::shared_ptr<DmaRegistration::Growth> growth, uint64_t offset,
+                       uint64_t bytes, std::vector<uint64_t> steps)
+    : growth_(std::move(growth)), offset_(offset), bytes_(bytes), steps_(std::move(steps)) {}
+
+ReadyWatch::~ReadyWatch() {
+  if (!growth_) return;
+  std::lock_guard<std::mutex> lock(growth_->mu);  // waits for a call in progress
+  std::erase(growth_->watches, this);
+}
+
+void ReadyWatch::Start(ReadyFn ready) {
+  if (!growth_) {
+    reported_ = bytes_;
+    ready(bytes_);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(growth_->mu);
+  ready_ = std::move(ready);
+  growth_->watches.push_back(this);
+  const uint64_t now = growth_->ready;
+  reported_ = now <= offset_ ? 0 : std::min(bytes_, now - offset_);
+  ready_(reported_);
+}
+
+void ReadyWatch::Advance(uint64_t growth_ready) {
+  const uint64_t end = growth_ready <= offset_ ? 0 : std::min(bytes_, growth_ready - offset_);
+  if (end <= reported_) return;
+  reported_ = end;
+  ready_(end);
 }
 
 }  // namespace kvtier

@@ -17,6 +17,10 @@
 // (transfers from it are merely slower); Wait() returns that error. A touch error (the kernel
 // cannot back the pages) stops the growth where it is: the range stays usable up to ready_bytes().
 //
+// Other users of the memory follow the growth with a ReadyWatch (DmaRegistration::Watch): T2's
+// io_uring registers its fixed buffers over T1 chunk by chunk instead of pinning (and so faulting
+// in) all of T1 when it opens. Watches are told of a chunk before the ready hook makes it usable.
+//
 // Thread-safety: every const method may be called from any thread while the background thread
 // runs. The hooks run on that thread, one at a time, and must not destroy this object.
 #pragma once
@@ -37,12 +41,21 @@
 
 namespace kvtier {
 
+class ReadyWatch;
+
 class DmaRegistration {
  public:
   // Faults [begin, begin + bytes) in; non-OK stops the growth (ResourceExhausted: no memory).
   using TouchFn = std::function<absl::Status(char* begin, size_t bytes)>;
   // [base, base + ready_bytes) is usable now; called once per chunk with increasing values.
   using ReadyFn = std::function<void(uint64_t ready_bytes)>;
+
+  // Follows the readiness of [base, base + bytes) for a user that must wait for it (T2's io_uring
+  // fixed buffers over T1), found by address among the live DmaRegistrations of this process, so
+  // that user needs nothing but the range. A range inside one follows its growth; any other memory
+  // (plain memory, or a range only partly inside one) is ready at once. See ReadyWatch.
+  static std::unique_ptr<ReadyWatch> Watch(const void* base, size_t bytes);
+  struct Growth;  // what a registration shares with its watches; internal (dma_registration.cc)
 
   // Whether this build has a GPU backend at all.
   static bool BackendAvailable();
@@ -106,7 +119,48 @@ class DmaRegistration {
   absl::Status result_ ABSL_GUARDED_BY(mu_);
   double seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double first_ready_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread thread_;  // joined in the destructor
+  std::shared_ptr<Growth> growth_;  // listed process-wide from Start to the destructor
+  std::thread thread_;              // joined in the destructor
+};
+
+// One user's view of a memory range's readiness (from DmaRegistration::Watch). steps() says
+// up front where readiness can advance; Start then reports it as it does.
+//
+// Thread-safety: Start is called once. The ready callback runs first on the thread calling Start,
+// then on the growth thread, never two at a time for one watch. The destructor waits for a call in
+// progress and stops further ones; a watch may outlive the DmaRegistration it follows (it is then
+// told nothing more).
+class ReadyWatch {
+ public:
+  using ReadyFn = std::function<void(uint64_t ready_bytes)>;
+
+  ~ReadyWatch();
+  ReadyWatch(const ReadyWatch&) = delete;
+  ReadyWatch& operator=(const ReadyWatch&) = delete;
+
+  // Offsets in the range at which its readiness can advance (the growth's chunk ends inside it),
+  // increasing, the last equal to the range's size. {size} for memory ready at once.
+  const std::vector<uint64_t>& steps() const { return steps_; }
+  // Calls ready(b), b being the bytes of the range ready from its start (always one of steps(), or
+  // 0), at once with what is ready now, then each time that grows, until the size is reached. A
+  // chunk is reported before the growth's own ready hook makes it usable (T1's slots), so work done
+  // here delays that chunk's slots, not the growth of the next chunk (which overlaps it).
+  void Start(ReadyFn ready);
+
+ private:
+  friend class DmaRegistration;
+  ReadyWatch(std::shared_ptr<DmaRegistration::Growth> growth, uint64_t offset, uint64_t bytes,
+             std::vector<uint64_t> steps);
+  // Tells the callback of growth to `growth_ready` bytes (from the growth's start) if this range
+  // gained any. Precondition: the growth's mutex held.
+  void Advance(uint64_t growth_ready);
+
+  const std::shared_ptr<DmaRegistration::Growth> growth_;  // null: ready at once
+  const uint64_t offset_;                                  // of the range in the growth
+  const uint64_t bytes_;
+  const std::vector<uint64_t> steps_;
+  ReadyFn ready_;          // set by Start; called under the growth's mutex
+  uint64_t reported_ = 0;  // under the growth's mutex
 };
 
 }  // namespace kvtier

@@ -19,22 +19,9 @@
 namespace kvtier {
 namespace {
 
-constexpr size_t kMaxFixedBuffer = size_t{1} << 30;
 // Failed admission probes (one per admission_probe_interval_ms while the disk is full) are logged
 // at most this often.
 constexpr auto kProbeLogInterval = std::chrono::seconds(30);
-
-// The registered ranges cut into <= 1 GiB iovecs (the kernel's limit for one fixed buffer).
-std::vector<iovec> FixedBuffers(const std::vector<RegisteredRange>& ranges) {
-  std::vector<iovec> out;
-  for (const RegisteredRange& r : ranges) {
-    for (size_t done = 0; done < r.bytes; done += kMaxFixedBuffer) {
-      out.push_back(
-          iovec{static_cast<char*>(r.base) + done, std::min(kMaxFixedBuffer, r.bytes - done)});
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -146,10 +133,14 @@ absl::Status NvmeTier::Recover(const T2RecoveryVisitor& visitor) {
 
 absl::Status NvmeTier::StartRings() {
   verify_pool_ = std::make_unique<VerifyPool>(options_.VerifyThreads());
-  const std::vector<iovec> buffers = FixedBuffers(options_.registered_ranges);
+  FixedBufferOptions fixed;
+  for (const RegisteredRange& r : options_.registered_ranges) {
+    fixed.ranges.push_back(iovec{r.base, r.bytes});
+  }
+  fixed.align = options_.slot_bytes;  // T1's slot size too: no slot straddles two fixed buffers
   for (uint32_t d = 0; d < num_dirs_; ++d) {
     KVTIER_ASSIGN_OR_RETURN(auto ring, NvmeRing::Create(
-                                           files_[d]->fd(), options_.queue_depth, buffers,
+                                           files_[d]->fd(), options_.queue_depth, fixed,
                                            [this, d] { CommitBatch(d); }, files_[d]->path()));
     rings_.push_back(std::move(ring));
   }
@@ -281,6 +272,18 @@ TierStats NvmeTier::Stats() const {
   st.rejected_allocations = rejected_;
   st.metadata_failures = metadata_failures_;
   return st;
+}
+
+T2FixedBuffers NvmeTier::fixed_buffers() const {
+  T2FixedBuffers out;
+  for (const std::unique_ptr<NvmeRing>& ring : rings_) {
+    out.bytes += ring->fixed_bytes();
+    out.registered_bytes += ring->registered_bytes();
+    out.fixed_ops += ring->fixed_ops();
+    out.plain_ops += ring->plain_ops();
+    out.sparse = out.sparse || ring->sparse();
+  }
+  return out;
 }
 
 std::pair<std::string, uint64_t> NvmeTier::SlotLocation(SlotId slot) const {

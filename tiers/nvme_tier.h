@@ -32,9 +32,15 @@
 // (at most slot_bytes): O_DIRECT moves whole 4 KiB blocks. A write stores src's bytes up to that
 // boundary as they are: the caller zeroes the padding past payload_bytes (the tier manager does),
 // so that no stale bytes of an earlier user of the buffer reach the disk. Inside
-// options.registered_ranges a transfer uses a fixed buffer (one DMA, no per-I/O pinning); outside
-// it falls back to a plain O_DIRECT read/write, which is correct but pins pages per I/O (for tests
-// and tools; the daemon registers its T1 segment). A misaligned buffer gets InvalidArgument.
+// options.registered_ranges a transfer uses a fixed buffer (one DMA, no per-I/O pinning) once that
+// part of the range is registered; elsewhere, and before, it falls back to a plain O_DIRECT
+// read/write, which is correct but pins pages per I/O. A misaligned buffer gets InvalidArgument.
+//
+// Registered ranges are registered as they become ready, never all at Open (nvme_ring.h): the T1
+// segment grows in the background (DmaRegistration), and each ring registers a part of it once T1
+// reports that part ready, before its slots become allocatable. So Open pins only what T1 has
+// ready (its first 64 MiB), and a daemon with T2 serves as soon as one without. fixed_buffers()
+// tells how far it got.
 //
 // Thread-safety: every method may be called from any thread. `done` runs on the directory's
 // completion thread or, for a read of over 64 KiB, on a verify thread (inline on the caller's
@@ -66,6 +72,15 @@ struct StoredRecord;
 // its block index. The slot counts as allocated: the caller Frees it if it does not keep the block.
 using T2RecoveryVisitor = std::function<void(const BlockRecord& record, SlotId slot)>;
 
+// The fixed buffers of every directory's ring, summed (each ring registers every range).
+struct T2FixedBuffers {
+  uint64_t bytes = 0;             // of registered_ranges, times the directories
+  uint64_t registered_bytes = 0;  // registered so far; == bytes once T1 is ready in full
+  uint64_t fixed_ops = 0;         // transfers submitted as READ_FIXED / WRITE_FIXED
+  uint64_t plain_ops = 0;         // as plain READ / WRITE (outside a registered part)
+  bool sparse = false;            // registered part by part (false: all at once when all ready)
+};
+
 class NvmeTier final : public StorageTier {
  public:
   // Validates `options`, opens (or creates) the slot files and the metadata database, rebuilds the
@@ -95,6 +110,7 @@ class NvmeTier final : public StorageTier {
   // The slot files and metadata directory Open created (none were there): what a caller whose own
   // start failed after Open removes again, once the tier is closed.
   const std::vector<std::string>& created_paths() const { return created_; }
+  T2FixedBuffers fixed_buffers() const;
   // Blocks recovered at Open and the seconds the rebuild took.
   uint64_t recovered_blocks() const { return recovered_blocks_; }
   double recovery_seconds() const { return recovery_seconds_; }

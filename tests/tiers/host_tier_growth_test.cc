@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/tiers/host_tier_test_util.h"
 #include "tests/tiers/tier_manager_test_util.h"
 #include "tiers/host_tier.h"
 #include "tiers/tier_manager.h"
@@ -18,38 +19,15 @@
 namespace kvtier {
 namespace {
 
+using testing::Gate;
+using testing::WaitForReadySlots;
+
 constexpr uint32_t kSlot = 64 * 1024;
 constexpr uint64_t kMiB = 1 << 20;
 // Chunks of 1, 2, 4, 4, 4 and 1 MiB (first_ready_bytes 1 MiB doubling up to dma_chunk_bytes 4 MiB):
 // ends at 1, 3, 7, 11, 15 and 16 MiB.
 constexpr uint64_t kCapacity = 16 * kMiB;
 constexpr uint32_t kSlotsInFirstTwoChunks = 3 * kMiB / kSlot;
-
-// Holds every chunk from `from` on until released (at the latest when it goes out of scope, so a
-// failed assertion never leaves the growth thread waiting forever). Declare it after the tier: it
-// is destroyed first.
-class Gate {
- public:
-  explicit Gate(uint64_t from) : from_(from), open_(opened_.get_future().share()) {}
-  ~Gate() { Open(); }
-  void Open() {
-    if (!is_open_.exchange(true)) opened_.set_value();
-  }
-  std::function<void(uint64_t)> Hook() {
-    return [this, open = open_](uint64_t offset) {
-      touched_.fetch_add(1);
-      if (offset >= from_) open.wait();
-    };
-  }
-  int touched() const { return touched_.load(); }  // chunks after the first that began touching
-
- private:
-  const uint64_t from_;
-  std::promise<void> opened_;
-  std::shared_future<void> open_;
-  std::atomic<bool> is_open_{false};
-  std::atomic<int> touched_{0};
-};
 
 HostTierOptions GrowingOptions() {
   HostTierOptions o;
@@ -60,14 +38,6 @@ HostTierOptions GrowingOptions() {
   o.dma_chunk_bytes = 4 * kMiB;
   o.first_ready_bytes = 1 * kMiB;
   return o;
-}
-
-void WaitForReadySlots(const HostTier& tier, uint32_t slots) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (tier.ready_slots() < slots && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_GE(tier.ready_slots(), slots);
 }
 
 TEST(HostTierGrowthTest, ServesTheFirstChunksWhileTheRestIsHeldThenGrowsToAll) {
@@ -185,6 +155,35 @@ TEST(HostTierGrowthTest, TierManagerStoresPutsBeforeT1IsFullyReady) {
   gate.Open();
   EXPECT_TRUE(m->t1().dma().Wait().ok());
   EXPECT_EQ(m->t1().Stats().ready_slots, m->t1().capacity_slots());
+}
+
+// With T2, the manager is up while T1 is still held: T2's io_uring registered only T1's ready part
+// as fixed buffers (not all of it, which would fault in and pin the whole segment first), blocks
+// go down to T2 and come back, and T2 registers the rest as T1 grows.
+TEST(HostTierGrowthTest, TierManagerWithT2ServesBeforeT1IsReadyAndRegistersT2BuffersAsItGrows) {
+  testing::TempDir tmp;
+  std::unique_ptr<TierManager> m;
+  Gate gate(3 * kMiB);
+  TierManagerOptions o = testing::ManagerOptions(kCapacity / testing::kTestSlot, tmp.path(), 64);
+  o.t1.dma_chunk_bytes = 4 * kMiB;
+  o.t1.first_ready_bytes = 1 * kMiB;
+  o.t1.before_touch_for_test = gate.Hook();
+  absl::StatusOr<std::unique_ptr<TierManager>> created = TierManager::Create(o);
+  ASSERT_TRUE(created.ok()) << created.status();
+  m = std::move(*created);
+  ASSERT_NE(m->t2(), nullptr);
+  T2FixedBuffers fixed = m->t2()->fixed_buffers();
+  EXPECT_EQ(fixed.bytes, kCapacity);
+  EXPECT_GT(fixed.registered_bytes, 0u);
+  EXPECT_LE(fixed.registered_bytes, 3 * kMiB);
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_EQ(*testing::Put(*m, i), CommitOutcome::kStored) << i;
+  EXPECT_TRUE(m->FlushT1(std::chrono::steady_clock::now() + std::chrono::seconds(20)));
+  for (uint64_t i = 0; i < 10; ++i) EXPECT_TRUE(testing::InTier(*m, i, Tier::kT2)) << i;
+  for (uint64_t i = 0; i < 10; ++i) EXPECT_TRUE(testing::GetAndVerify(*m, i).ok()) << i;
+  EXPECT_LT(m->t1().ready_slots(), m->t1().capacity_slots());
+  gate.Open();
+  EXPECT_TRUE(m->t1().dma().Wait().ok());
+  EXPECT_EQ(m->t2()->fixed_buffers().registered_bytes, kCapacity);
 }
 
 }  // namespace
