@@ -268,7 +268,10 @@ absl::Status HostTier::BindAndGrow(const HostTierOptions& options, unsigned thre
       [this](uint64_t ready) { allocator_.Grow(static_cast<uint32_t>(ready / slot_bytes_)); });
   dma_->WaitReady(plan.wait_bytes);
   // Nothing left to grow: no thread outlives Create (a small T1, in tests that fork, stays simple).
-  if (plan.wait_bytes == size_) dma_->Join();
+  // Not in a GPU build, where the thread still registers the first chunk: that call creates the GPU
+  // context (0.3 s on the H100), which serving does not wait for (see DmaRegistration), whatever
+  // T1's size.
+  if (plan.wait_bytes == size_ && !DmaRegistration::BackendAvailable()) dma_->Join();
   if (dma_->ready_bytes() >= plan.wait_bytes) return absl::OkStatus();
   return dma_->Wait();  // stopped before the first part: the touch error
 }
