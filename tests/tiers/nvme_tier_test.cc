@@ -219,6 +219,9 @@ constexpr uint64_t kT1HeldFrom = 3 * kMiB;
 constexpr SlotId kReadySlot = 1;    // at 64 KiB: in the ready part
 constexpr SlotId kHeldSlot = 150;   // at 9.4 MiB: held (not faulted in, not registered)
 constexpr SlotId kHeldSlot2 = 200;  // at 12.5 MiB: held
+constexpr const char* kNoSparse =
+    "this kernel has no sparse io_uring buffer tables (Linux < 5.19): T2 registers T1 at once when "
+    "it is grown, which WithoutSparseTablesRegistersAllOnceT1IsReady covers";
 
 std::unique_ptr<HostTier> HeldT1(testing::Gate& gate) {
   HostTierOptions o;
@@ -259,7 +262,7 @@ TEST(NvmeTierOverGrowingT1Test, TransfersWorkBeforeAndAfterT1IsReadyAndGoFixedAs
   absl::StatusOr<std::unique_ptr<NvmeTier>> t2 = NvmeTier::Open(o, nullptr);
   ASSERT_TRUE(t2.ok()) << t2.status();
   T2FixedBuffers fixed = (*t2)->fixed_buffers();
-  EXPECT_TRUE(fixed.sparse);  // Linux >= 5.19
+  if (!fixed.sparse) GTEST_SKIP() << kNoSparse;
   EXPECT_EQ(fixed.bytes, kT1Bytes);
   EXPECT_EQ(fixed.registered_bytes, kT1HeldFrom);  // only what T1 has ready: nothing pinned early
 
@@ -302,6 +305,7 @@ TEST(NvmeTierOverGrowingT1Test, ClosedWhileT1GrowsLeavesTheGrowthAlone) {
   {
     absl::StatusOr<std::unique_ptr<NvmeTier>> t2 = NvmeTier::Open(o, nullptr);
     ASSERT_TRUE(t2.ok()) << t2.status();
+    if (!(*t2)->fixed_buffers().sparse) GTEST_SKIP() << kNoSparse;
     EXPECT_EQ((*t2)->fixed_buffers().registered_bytes, 2 * kT1HeldFrom);
     RoundTripThroughT1(**t2, *t1, 1, kReadySlot, kHeldSlot);
   }
