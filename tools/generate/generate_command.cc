@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,8 +16,12 @@
 #include "engine/cpu_kv_pool.h"
 #include "engine/cpu_model.h"
 #include "engine/cpu_sequence.h"
+#include "engine/gpu_kv_pool.h"
+#include "engine/gpu_model.h"
+#include "engine/gpu_sequence.h"
 #include "engine/stream_decoder.h"
 #include "engine/tokenizer.h"
+#include "kernels/gpu_runtime.h"
 #include "tools/generate/generate_flags.h"
 
 namespace kvtier::generate {
@@ -24,14 +29,35 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kBlockTokens = 16;  // the CPU pool's slot size (any size computes the same)
+constexpr int64_t kBlockTokens = 16;  // the KV pools' slot size (any size computes the same)
 
-struct Loaded {
-  std::unique_ptr<engine::CpuModel> model;
-  std::unique_ptr<engine::Tokenizer> tokenizer;
+// Where the request runs: --device gpu or cpu as asked; auto: the GPU when this build has a GPU
+// backend and the machine a usable device, else the CPU, with the reason kept to be shown.
+struct Device {
+  bool gpu = false;
+  std::string why_not_gpu;  // set when auto fell back to the CPU
 };
 
-absl::StatusOr<Loaded> LoadModel(const std::string& dir) {
+Device ChooseDevice(const std::string& flag) {
+  if (flag == "cpu") return {};
+  const std::string why = gpu::UnavailableReason();
+  if (flag == "gpu" || why.empty()) return {.gpu = true, .why_not_gpu = ""};
+  return {.gpu = false, .why_not_gpu = why};
+}
+
+// One of the two backends, loaded, and the tokenizer.
+struct Loaded {
+  std::unique_ptr<engine::CpuModel> cpu;
+  std::unique_ptr<engine::GpuModel> gpu;
+  std::unique_ptr<engine::Tokenizer> tokenizer;
+
+  const engine::ModelConfig& config() const { return gpu ? gpu->config() : cpu->config(); }
+  std::string backend() const {
+    return gpu ? fmt::format("gpu {}", ops::gpu::DTypeName(gpu->dtype())) : "cpu fp32";
+  }
+};
+
+absl::StatusOr<Loaded> LoadModel(const std::string& dir, const Device& device) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     return absl::NotFoundError(
@@ -40,9 +66,30 @@ absl::StatusOr<Loaded> LoadModel(const std::string& dir) {
                     dir));
   }
   Loaded loaded;
-  KVTIER_ASSIGN_OR_RETURN(loaded.model, engine::CpuModel::Load(dir));
+  if (device.gpu) {
+    KVTIER_ASSIGN_OR_RETURN(loaded.gpu, engine::GpuModel::Load(dir));
+  } else {
+    KVTIER_ASSIGN_OR_RETURN(loaded.cpu, engine::CpuModel::Load(dir));
+  }
   KVTIER_ASSIGN_OR_RETURN(loaded.tokenizer, engine::Tokenizer::Load(dir));
   return loaded;
+}
+
+// Runs the request on the loaded backend, with a KV pool just large enough for it.
+absl::StatusOr<std::vector<int32_t>> RunGeneration(const Loaded& m,
+                                                   const std::vector<int32_t>& prompt,
+                                                   const engine::GenerateOptions& options,
+                                                   const std::function<void(int32_t)>& on_token) {
+  const int64_t tokens = static_cast<int64_t>(prompt.size()) + options.max_tokens;
+  const auto slots = static_cast<int32_t>((tokens + kBlockTokens - 1) / kBlockTokens);
+  if (m.gpu) {
+    KVTIER_ASSIGN_OR_RETURN(
+        std::unique_ptr<engine::GpuKvPool> pool,
+        engine::GpuKvPool::Create(m.gpu->KvGeometry(kBlockTokens), slots, m.gpu->dtype()));
+    return engine::GenerateOnGpu(*m.gpu, *pool, prompt, options, on_token);
+  }
+  engine::CpuKvPool pool(m.cpu->KvGeometry(kBlockTokens), slots);
+  return engine::Generate(*m.cpu, pool, prompt, options, on_token);
 }
 
 // The prompt's token ids: as text (with the tokenizer's own special tokens, e.g. Llama 3's BOS),
@@ -98,28 +145,29 @@ absl::StatusOr<int32_t> FitMaxTokens(const GenerateFlags& f, int64_t prompt_toke
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 // One line on stderr, so that stdout holds only the generated text.
-void PrintTimes(const engine::ModelConfig& config, size_t prompt_tokens, size_t new_tokens,
-                Clock::duration load, Clock::duration prefill, Clock::duration decode) {
+void PrintTimes(const Loaded& m, size_t prompt_tokens, size_t new_tokens, Clock::duration load,
+                Clock::duration prefill, Clock::duration decode) {
   const double decode_ms = new_tokens > 1 ? Ms(decode) / static_cast<double>(new_tokens - 1) : 0;
+  const engine::ModelConfig& config = m.config();
   std::fprintf(stderr,
-               "kvtier generate: %s (%s, cpu fp32): %zu prompt tokens, %zu new; load %.0f ms, "
+               "kvtier generate: %s (%s, %s): %zu prompt tokens, %zu new; load %.0f ms, "
                "first token %.0f ms, decode %.1f ms/token\n",
                config.name.c_str(),
-               std::string(engine::ArchitectureName(config.architecture)).c_str(), prompt_tokens,
-               new_tokens, Ms(load), Ms(prefill), decode_ms);
+               std::string(engine::ArchitectureName(config.architecture)).c_str(),
+               m.backend().c_str(), prompt_tokens, new_tokens, Ms(load), Ms(prefill), decode_ms);
 }
 
-absl::Status Generate(const GenerateFlags& f) {
+absl::Status Generate(const GenerateFlags& f, const Device& device) {
   const Clock::time_point begin = Clock::now();
-  KVTIER_ASSIGN_OR_RETURN(Loaded m, LoadModel(f.model));
-  const engine::ModelConfig& config = m.model->config();
+  KVTIER_ASSIGN_OR_RETURN(Loaded m, LoadModel(f.model, device));
+  const engine::ModelConfig& config = m.config();
   KVTIER_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptTokens(f, *m.tokenizer));
+  if (!device.why_not_gpu.empty()) {
+    std::fprintf(stderr, "kvtier generate: running on the CPU: %s\n", device.why_not_gpu.c_str());
+  }
   const int64_t context = config.max_position_embeddings;
   KVTIER_ASSIGN_OR_RETURN(const int32_t max_tokens,
                           FitMaxTokens(f, static_cast<int64_t>(prompt.size()), context));
-  const int64_t tokens = static_cast<int64_t>(prompt.size()) + max_tokens;
-  engine::CpuKvPool pool(m.model->KvGeometry(kBlockTokens),
-                         static_cast<int32_t>((tokens + kBlockTokens - 1) / kBlockTokens));
   engine::GenerateOptions options;
   options.max_tokens = max_tokens;
   options.sampling = Sampling(f, config.generation);
@@ -132,24 +180,26 @@ absl::Status Generate(const GenerateFlags& f) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   };
-  KVTIER_ASSIGN_OR_RETURN(std::vector<int32_t> out,
-                          engine::Generate(*m.model, pool, prompt, options, on_token));
+  KVTIER_ASSIGN_OR_RETURN(std::vector<int32_t> out, RunGeneration(m, prompt, options, on_token));
   const std::string rest = decoder.Finish();
   std::fprintf(stdout, "%s\n", rest.c_str());
   std::fflush(stdout);
-  PrintTimes(config, prompt.size(), out.size(), loaded - begin, first - loaded,
-             Clock::now() - first);
+  PrintTimes(m, prompt.size(), out.size(), loaded - begin, first - loaded, Clock::now() - first);
   return absl::OkStatus();
 }
 
 int Run(const GenerateFlags& f) {
+  const Device device = ChooseDevice(f.device);
   if (f.device == "gpu") {
-    std::fprintf(stderr,
-                 "kvtier generate: --device gpu: the GPU backend is not available in this version "
-                 "of kvtier generate (only the CPU backend is wired up); use --device cpu\n");
-    return 2;
+    if (const std::string why = gpu::UnavailableReason(); !why.empty()) {
+      std::fprintf(stderr,
+                   "kvtier generate: --device gpu: the GPU backend is not available: %s; use "
+                   "--device cpu\n",
+                   why.c_str());
+      return 2;
+    }
   }
-  if (absl::Status s = Generate(f); !s.ok()) {
+  if (absl::Status s = Generate(f, device); !s.ok()) {
     std::fflush(stdout);
     std::fprintf(stderr, "kvtier generate: %s\n", std::string(s.message()).c_str());
     return 1;
@@ -161,7 +211,8 @@ int Run(const GenerateFlags& f) {
 
 void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
-      "generate", "Run one prompt through the bundled engine (CPU backend), streaming the text");
+      "generate",
+      "Run one prompt through the bundled engine (GPU or CPU backend), streaming the text");
   auto flags = std::make_shared<GenerateFlags>();
   AddGenerateFlags(cmd, flags.get());
   cmd->callback([flags, exit_code] { *exit_code = Run(*flags); });

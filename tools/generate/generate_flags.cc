@@ -28,8 +28,9 @@ void AddGenerateFlags(CLI::App* cmd, GenerateFlags* f) {
                 "Send the prompt as a user message through the model's chat template");
   cmd->add_flag("--show-prompt", f->show_prompt,
                 "Print the prompt as the model sees it (after the chat template) on stderr");
-  cmd->add_option("--device", f->device, "cpu (gpu: not in this build)")
-      ->check(CLI::IsMember({"cpu", "gpu"}))
+  cmd->add_option("--device", f->device,
+                  "gpu (bf16/fp16), cpu (fp32), or auto: the GPU when there is one, else the CPU")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
 }
 

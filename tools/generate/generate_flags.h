@@ -21,9 +21,11 @@ struct GenerateFlags {
   std::optional<int32_t> top_k;
   std::optional<double> top_p;
   uint64_t seed = 0;
-  bool chat = false;           // render the prompt as one user message through the chat template
-  bool show_prompt = false;    // print the prompt as the model sees it (rendered) on stderr
-  std::string device = "cpu";  // "cpu"; "gpu" is refused in this build
+  bool chat = false;         // render the prompt as one user message through the chat template
+  bool show_prompt = false;  // print the prompt as the model sees it (rendered) on stderr
+  // "gpu", "cpu", or "auto": the GPU when this build has a GPU backend and the machine a usable
+  // device, else the CPU (saying why on stderr).
+  std::string device = "auto";
 };
 
 // Adds the flags to `cmd`; CLI11 checks ranges (exit code 2 naming the flag).

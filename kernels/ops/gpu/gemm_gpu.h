@@ -41,6 +41,13 @@ class GemmRunner {
 // Our tiled kernel (kernels/ops/gpu/gemm_tiled_kernel.cu), whatever the vendor.
 absl::Status GemmTiled(DType dtype, const GemmArgs& args, StreamHandle stream);
 
+// The linear layer of a decode step, m <= kGemvMaxRows: a kernel of ours (gemv_kernel.cu) that
+// streams W once with many 16-byte loads in flight, as a memory-bound product must; cuBLASLt's
+// tensor-core tiles are built for many rows. Same contract and checks as GemmRunner::Run, except
+// that n may be any size; in every GPU variant (no library, no handle: a graph records it as is).
+inline constexpr int64_t kGemvMaxRows = 4;
+absl::Status Gemv(DType dtype, const GemmArgs& args, StreamHandle stream);
+
 // Checks shapes, pointers and alignment; shared by both backends.
 absl::Status CheckGemmArgs(const GemmArgs& args);
 

@@ -73,4 +73,12 @@ int AttentionDecode(bool bf16, const AttentionArgs& a, int splits, int64_t chunk
 int GemmTiled(bool bf16, const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t m,
               int64_t n, int64_t k, void* y, bool y_float, void* stream);
 
+// Sample (ops_gpu.h): one block; workspace [vocab] 64-bit.
+int Sample(const float* logits, int64_t vocab, float temperature, int32_t top_k, float top_p,
+           uint64_t seed, uint64_t step, uint64_t* workspace, int32_t* out, void* stream);
+
+// Gemv (gemm_gpu.h): the same product for m <= 4 rows, memory-bound (gemv_kernel.cu).
+int Gemv(bool bf16, const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t m,
+         int64_t n, int64_t k, void* y, bool y_float, void* stream);
+
 }  // namespace kvtier::ops::gpu_launch

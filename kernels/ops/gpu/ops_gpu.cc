@@ -131,4 +131,29 @@ absl::Status Argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* o
   return Launched(launch::Argmax(logits, rows, vocab, out, stream), kOp);
 }
 
+absl::Status Sample(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t step,
+                    void* workspace, int64_t workspace_bytes, int32_t* out, StreamHandle stream) {
+  constexpr const char* kOp = "Sample";
+  KVTIER_RETURN_IF_ERROR(check::Positive(kOp, "vocab", vocab));
+  if (vocab > (int64_t{1} << 19)) {
+    return absl::InvalidArgumentError(fmt::format("{}: vocab {} exceeds 2^19", kOp, vocab));
+  }
+  if (!(params.temperature > 0) || params.top_k < 0 || !(params.top_p > 0 && params.top_p <= 1)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: needs temperature > 0 (greedy is Argmax), top_k >= 0 and 0 < top_p <= 1; got {}, "
+        "{}, {}",
+        kOp, params.temperature, params.top_k, params.top_p));
+  }
+  if (workspace_bytes < SampleWorkspaceBytes(vocab)) {
+    return absl::InvalidArgumentError(fmt::format("{}: workspace of {} bytes, {} needed", kOp,
+                                                  workspace_bytes, SampleWorkspaceBytes(vocab)));
+  }
+  KVTIER_RETURN_IF_ERROR(check::Aligned16(kOp, "workspace", workspace));
+  KVTIER_RETURN_IF_ERROR(check::NotNull(kOp, "logits", logits));
+  KVTIER_RETURN_IF_ERROR(check::NotNull(kOp, "out", out));
+  return Launched(launch::Sample(logits, vocab, params.temperature, params.top_k, params.top_p,
+                                 params.seed, step, static_cast<uint64_t*>(workspace), out, stream),
+                  kOp);
+}
+
 }  // namespace kvtier::ops::gpu

@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "kernels/gpu_runtime.h"
 #include "kernels/ops/paged_kv.h"
+#include "kernels/ops/sampling.h"
 
 namespace kvtier::ops::gpu {
 
@@ -63,5 +64,16 @@ absl::Status WriteKv(const void* k, const void* v, int64_t src_token_stride,
 // among equal ones (ref::Argmax). out is device int32 [rows].
 absl::Status Argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* out,
                     StreamHandle stream);
+
+// Sampling: out[0] = the token ref::Sample (sampling.h) chooses from logits [vocab] (float) with
+// `params` (temperature > 0; greedy is Argmax) for draw `step`, by radix searches over the tokens'
+// rank instead of a sort (sampling_kernel.cu), in one thread block. Probabilities are summed as
+// 64-bit fixed point (2^-44 of the top token's), exactly, so a (seed, step) gives the same token on
+// every run; the reference sums doubles, so the two can differ only when a cut (top-p, the draw)
+// falls within that rounding (< 1e-8 relative) of a cumulative mass. vocab <= 2^19.
+// workspace: SampleWorkspaceBytes(vocab) of device memory, 8-byte aligned; out: device int32 [1].
+inline int64_t SampleWorkspaceBytes(int64_t vocab) { return vocab * 8; }
+absl::Status Sample(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t step,
+                    void* workspace, int64_t workspace_bytes, int32_t* out, StreamHandle stream);
 
 }  // namespace kvtier::ops::gpu

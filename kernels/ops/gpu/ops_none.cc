@@ -54,6 +54,11 @@ absl::Status AttentionDecode(DType, const AttentionParams&, const AttentionBatch
 }
 absl::Status CheckGemmArgs(const GemmArgs&) { return NoGpu("Gemm"); }
 absl::Status GemmTiled(DType, const GemmArgs&, StreamHandle) { return NoGpu("GemmTiled"); }
+absl::Status Gemv(DType, const GemmArgs&, StreamHandle) { return NoGpu("Gemv"); }
+absl::Status Sample(const float*, int64_t, const SamplingParams&, uint64_t, void*, int64_t,
+                    int32_t*, StreamHandle) {
+  return NoGpu("Sample");
+}
 absl::StatusOr<std::unique_ptr<GemmRunner>> GemmRunner::Create() { return NoGpu("Gemm"); }
 
 }  // namespace kvtier::ops::gpu

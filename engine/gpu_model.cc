@@ -1,0 +1,283 @@
+#include "engine/gpu_model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+#include "engine/rope_config.h"
+#include "engine/safetensors.h"
+#include "kernels/ops/gpu/attention_gpu.h"
+#include "kernels/ops/gpu/ops_gpu.h"
+
+namespace kvtier::engine {
+
+namespace og = ops::gpu;
+
+// One call's work: its inputs (device addresses), sizes and outputs.
+struct GpuModel::Step {
+  StepInputs in;
+  int64_t max_kv_len = 0;  // host bound of the context: the decode split plan (a graph's bucket)
+  int64_t logit_rows = 0;  // 1, or n for all positions
+  float* logits = nullptr;
+  GpuKvPool* pool = nullptr;
+};
+
+namespace {
+
+// Element `i` of a 16-bit device array.
+template <typename P>
+P* At(P* base, int64_t i) {
+  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+  return reinterpret_cast<P*>(reinterpret_cast<Byte*>(base) + 2 * i);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GpuModel>> GpuModel::Load(const std::string& dir,
+                                                         const GpuModelOptions& options) {
+  if (const std::string why = gpu::UnavailableReason(); !why.empty()) {
+    return absl::FailedPreconditionError(fmt::format("the GPU backend cannot run: {}", why));
+  }
+  if (options.max_chunk_tokens < 1) {
+    return absl::InvalidArgumentError("GpuModelOptions: max_chunk_tokens must be positive");
+  }
+  KVTIER_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  KVTIER_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
+  const og::DType dtype = options.dtype.value_or(
+      config.dtype == WeightDtype::kFloat16 ? og::DType::kFp16 : og::DType::kBf16);
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<GpuWeights> weights,
+                          GpuWeights::Upload(config, checkpoint, dtype));
+  KVTIER_ASSIGN_OR_RETURN(gpu::Stream stream, gpu::Stream::Create());
+  const int64_t chunk = std::min<int64_t>(options.max_chunk_tokens, config.max_position_embeddings);
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<GpuScratch> scratch,
+                          GpuScratch::Create(config, chunk, config.max_position_embeddings));
+  const std::vector<float> inv_freq = RopeInvFreq(config.rope, config.head_dim);
+  KVTIER_ASSIGN_OR_RETURN(void* inv_freq_dev, gpu::DeviceAlloc(inv_freq.size() * sizeof(float)));
+  std::unique_ptr<GpuModel> model;
+  absl::StatusOr<std::unique_ptr<og::GemmRunner>> gemm = og::GemmRunner::Create();
+  if (!gemm.ok()) {
+    (void)gpu::DeviceFree(inv_freq_dev);
+    return gemm.status();
+  }
+  GpuModelOptions kept = options;
+  kept.dtype = dtype;
+  kept.max_chunk_tokens = chunk;
+  model.reset(new GpuModel(std::move(config), kept, std::move(weights), std::move(stream),
+                           std::move(scratch), inv_freq_dev, *std::move(gemm)));
+  KVTIER_RETURN_IF_ERROR(gpu::CopyAsync(inv_freq_dev, inv_freq.data(),
+                                        inv_freq.size() * sizeof(float), model->stream()));
+  KVTIER_RETURN_IF_ERROR(model->stream_.Synchronize());
+  return model;
+}
+
+GpuModel::GpuModel(ModelConfig config, GpuModelOptions options, std::unique_ptr<GpuWeights> weights,
+                   gpu::Stream stream, std::unique_ptr<GpuScratch> scratch, void* inv_freq,
+                   std::unique_ptr<og::GemmRunner> gemm)
+    : config_(std::move(config)),
+      options_(options),
+      weights_(std::move(weights)),
+      stream_(std::move(stream)),
+      scratch_(std::move(scratch)),
+      inv_freq_(static_cast<float*>(inv_freq)),
+      gemm_(std::move(gemm)) {}
+
+GpuModel::~GpuModel() {
+  (void)stream_.Synchronize();
+  (void)gpu::DeviceFree(inv_freq_);
+}
+
+void GpuModel::SetDecodePath(bool gemv, bool graphs) {
+  options_.decode_gemv = gemv;
+  options_.decode_graphs = graphs;
+  graphs_.Clear();
+}
+
+ops::PagedKvGeometry GpuModel::KvGeometry(int64_t block_tokens) const {
+  return {.layers = config_.num_layers,
+          .block_tokens = block_tokens,
+          .kv_heads = config_.num_kv_heads,
+          .head_dim = config_.head_dim};
+}
+
+absl::Status GpuModel::Check(std::span<const int32_t> tokens, int64_t start,
+                             std::span<const int32_t> block_table, const GpuKvPool& pool) const {
+  const auto n = static_cast<int64_t>(tokens.size());
+  if (n == 0 || n > options_.max_chunk_tokens) {
+    return absl::InvalidArgumentError(
+        fmt::format("Forward: {} tokens; a call takes 1 to {} (max_chunk_tokens)", n,
+                    options_.max_chunk_tokens));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || static_cast<uint32_t>(tokens[i]) >= config_.vocab_size) {
+      return absl::InvalidArgumentError(
+          fmt::format("token {} at index {} is outside the vocabulary of {} ({} tokens)", tokens[i],
+                      i, config_.name, config_.vocab_size));
+    }
+  }
+  const int64_t end = start + n;
+  if (start < 0 || end > config_.max_position_embeddings) {
+    return absl::InvalidArgumentError(fmt::format(
+        "positions {}..{} exceed the context of {} ({} tokens, max_position_embeddings)", start,
+        end - 1, config_.name, config_.max_position_embeddings));
+  }
+  const ops::PagedKvGeometry& g = pool.geometry();
+  if (g.layers != config_.num_layers || g.kv_heads != config_.num_kv_heads ||
+      g.head_dim != config_.head_dim || pool.dtype() != dtype()) {
+    return absl::InvalidArgumentError(
+        "Forward: the KV pool's geometry or dtype is not this model's");
+  }
+  const int64_t blocks = (end + g.block_tokens - 1) / g.block_tokens;
+  if (static_cast<int64_t>(block_table.size()) < blocks) {
+    return absl::InvalidArgumentError(
+        fmt::format("Forward: {} tokens need {} blocks; the block table has {}", end, blocks,
+                    block_table.size()));
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (block_table[b] < 0 || block_table[b] >= pool.num_slots()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "Forward: block table entry {} is slot {}, not in the pool", b, block_table[b]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const float*> GpuModel::Forward(std::span<const int32_t> tokens, int64_t start,
+                                               std::span<const int32_t> block_table,
+                                               GpuKvPool& pool, bool all_logits) {
+  KVTIER_RETURN_IF_ERROR(Check(tokens, start, block_table, pool));
+  const auto n = static_cast<int64_t>(tokens.size());
+  Step step;
+  step.logit_rows = all_logits ? n : 1;
+  KVTIER_ASSIGN_OR_RETURN(step.logits, scratch_->EnsureLogitsRows(step.logit_rows));
+  KVTIER_ASSIGN_OR_RETURN(step.in, scratch_->Upload(tokens, start, block_table,
+                                                    pool.geometry().block_tokens, stream()));
+  step.pool = &pool;
+  if (n == 1 && options_.decode_graphs) {
+    step.max_kv_len = GpuDecodeGraphs::Bucket(start + 1);
+    KVTIER_RETURN_IF_ERROR(graphs_.Launch(
+        step.max_kv_len, {pool.data(), step.logits}, [&] { return Enqueue(step); }, stream()));
+  } else {
+    step.max_kv_len = start + n;
+    KVTIER_RETURN_IF_ERROR(Enqueue(step));
+  }
+  return step.logits;
+}
+
+absl::Status GpuModel::Enqueue(const Step& s) {
+  const og::DType dt = dtype();
+  const int64_t n = s.in.n, hidden = config_.hidden_size;
+  const auto eps = static_cast<float>(config_.rms_norm_eps);
+  KVTIER_RETURN_IF_ERROR(
+      og::Embedding(dt, s.in.ids, n, weights_->embed(), hidden, scratch_->residual, stream()));
+  KVTIER_RETURN_IF_ERROR(og::RmsNorm(dt, scratch_->residual, weights_->layer(0).input_norm, n,
+                                     hidden, eps, scratch_->h, stream()));
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    KVTIER_RETURN_IF_ERROR(Attention(l, s));
+    KVTIER_RETURN_IF_ERROR(og::FusedAddRmsNorm(dt, scratch_->h, scratch_->residual,
+                                               weights_->layer(l).post_norm, n, hidden, eps,
+                                               stream()));
+    KVTIER_RETURN_IF_ERROR(Mlp(l, s));
+    const bool last = l + 1 == config_.num_layers;
+    const void* next_norm = last ? weights_->final_norm() : weights_->layer(l + 1).input_norm;
+    KVTIER_RETURN_IF_ERROR(og::FusedAddRmsNorm(dt, scratch_->h, scratch_->residual, next_norm, n,
+                                               hidden, eps, stream()));
+  }
+  const void* from = At(static_cast<const void*>(scratch_->h), (n - s.logit_rows) * hidden);
+  return Linear(from, weights_->output(), nullptr, s.logit_rows, config_.vocab_size, hidden,
+                s.logits, /*y_float=*/true);
+}
+
+absl::Status GpuModel::Attention(int64_t layer, const Step& s) {
+  const GpuLayerWeights& w = weights_->layer(layer);
+  const int64_t n = s.in.n, hidden = config_.hidden_size;
+  const int64_t q_dim = config_.q_dim(), kv_dim = config_.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
+  void* qkv = scratch_->qkv;
+  void *q, *k, *v;
+  int64_t q_stride, kv_stride;
+  if (config_.qk_norm) {  // q, k, v apart, so that each head's RmsNorm sees contiguous rows
+    q = qkv;
+    k = At(qkv, n * q_dim);
+    v = At(qkv, n * (q_dim + kv_dim));
+    q_stride = q_dim;
+    kv_stride = kv_dim;
+    const int64_t offsets[3] = {0, q_dim, q_dim + kv_dim};
+    const int64_t rows[3] = {q_dim, kv_dim, kv_dim};
+    void* outs[3] = {q, k, v};
+    for (int i = 0; i < 3; ++i) {
+      const void* bias = w.qkv_bias != nullptr ? At(w.qkv_bias, offsets[i]) : nullptr;
+      KVTIER_RETURN_IF_ERROR(Linear(scratch_->h, At(w.qkv, offsets[i] * hidden), bias, n, rows[i],
+                                    hidden, outs[i], false));
+    }
+  } else {  // one GEMM; q, k, v are column ranges of each token's row
+    KVTIER_RETURN_IF_ERROR(Linear(scratch_->h, w.qkv, w.qkv_bias, n, qkv_dim, hidden, qkv, false));
+    q = qkv;
+    k = At(qkv, q_dim);
+    v = At(qkv, q_dim + kv_dim);
+    q_stride = kv_stride = qkv_dim;
+  }
+  KVTIER_RETURN_IF_ERROR(Rotate(layer, s, q, k, q_stride, kv_stride));
+  const ops::PagedKvGeometry& g = s.pool->geometry();
+  KVTIER_RETURN_IF_ERROR(
+      og::WriteKv(k, v, kv_stride, s.in.token_slots, n, g, layer, s.pool->data(), stream()));
+  const ops::AttentionParams params{.kv = g,
+                                    .layer = layer,
+                                    .q_heads = config_.num_heads,
+                                    .scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim)),
+                                    .sliding_window = config_.sliding_window};
+  const og::AttentionBatch batch{.q = q,
+                                 .q_token_stride = q_stride,
+                                 .kv_lens = s.in.kv_len,
+                                 .block_tables = s.in.block_table,
+                                 .max_blocks = scratch_->max_blocks(),
+                                 .batch = 1,
+                                 .pool = s.pool->data(),
+                                 .out = scratch_->attn};
+  if (n == 1) {
+    KVTIER_RETURN_IF_ERROR(og::AttentionDecode(dtype(), params, batch, s.max_kv_len,
+                                               scratch_->decode_workspace,
+                                               scratch_->decode_workspace_bytes, stream()));
+  } else {
+    KVTIER_RETURN_IF_ERROR(
+        og::AttentionPrefill(dtype(), params, batch, s.in.q_indptr, n, stream()));
+  }
+  return Linear(scratch_->attn, w.o_proj, nullptr, n, hidden, q_dim, scratch_->h, false);
+}
+
+absl::Status GpuModel::Rotate(int64_t layer, const Step& s, void* q, void* k, int64_t q_stride,
+                              int64_t kv_stride) {
+  const og::DType dt = dtype();
+  const int64_t n = s.in.n, hd = config_.head_dim;
+  const int64_t q_heads = config_.num_heads, kv_heads = config_.num_kv_heads;
+  if (!config_.qk_norm) {  // q's heads and k's are adjacent in each token's row: one rotation
+    return og::ApplyRope(dt, q, q_stride, s.in.positions, inv_freq_, n, q_heads + kv_heads, hd,
+                         stream());
+  }
+  const GpuLayerWeights& w = weights_->layer(layer);
+  const auto eps = static_cast<float>(config_.rms_norm_eps);
+  KVTIER_RETURN_IF_ERROR(og::RmsNorm(dt, q, w.q_norm, n * q_heads, hd, eps, q, stream()));
+  KVTIER_RETURN_IF_ERROR(og::RmsNorm(dt, k, w.k_norm, n * kv_heads, hd, eps, k, stream()));
+  KVTIER_RETURN_IF_ERROR(
+      og::ApplyRope(dt, q, q_stride, s.in.positions, inv_freq_, n, q_heads, hd, stream()));
+  return og::ApplyRope(dt, k, kv_stride, s.in.positions, inv_freq_, n, kv_heads, hd, stream());
+}
+
+absl::Status GpuModel::Mlp(int64_t layer, const Step& s) {
+  const GpuLayerWeights& w = weights_->layer(layer);
+  const int64_t n = s.in.n, hidden = config_.hidden_size, inter = config_.intermediate_size;
+  KVTIER_RETURN_IF_ERROR(
+      Linear(scratch_->h, w.gate_up, nullptr, n, 2 * inter, hidden, scratch_->gate_up, false));
+  KVTIER_RETURN_IF_ERROR(
+      og::SiluAndMul(dtype(), scratch_->gate_up, n, inter, scratch_->act, stream()));
+  return Linear(scratch_->act, w.down, nullptr, n, hidden, inter, scratch_->h, false);
+}
+
+absl::Status GpuModel::Linear(const void* x, const void* w, const void* bias, int64_t m, int64_t n,
+                              int64_t k, void* y, bool y_float) {
+  const og::GemmArgs args{
+      .x = x, .w = w, .bias = bias, .m = m, .n = n, .k = k, .y = y, .y_float = y_float};
+  if (m <= og::kGemvMaxRows && options_.decode_gemv) return og::Gemv(dtype(), args, stream());
+  return gemm_->Run(dtype(), args, stream());
+}
+
+}  // namespace kvtier::engine

@@ -1,0 +1,113 @@
+// The decoder forward pass on the GPU in 16-bit floats (bf16, or fp16), computing what CpuModel
+// (engine/cpu_model.h) computes — and what transformers computes in that dtype — from the GPU
+// operators in kernels/ops/gpu, with K/V read and written in place in a GpuKvPool in the daemon's
+// payload layout:
+//   h = embed(tokens)
+//   per layer: a = attention(rmsnorm(h)); h += a; m = mlp(rmsnorm(h)); h += m
+//   logits = lm_head(rmsnorm(h))          (float32)
+// Prefill runs cuBLASLt GEMMs (the tiled kernel in the HIP build) and the paged prefill attention
+// kernel; a decode step (one token) runs Gemv and the split-K decode attention kernel, replayed
+// from a graph recorded per context bucket (gpu_decode_graphs.h).
+//
+// Thread-safety: not thread-safe. A model owns its stream and scratch: one thread drives it, one
+// call at a time (one sequence's step, then another's).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+#include "engine/gpu_decode_graphs.h"
+#include "engine/gpu_kv_pool.h"
+#include "engine/gpu_scratch.h"
+#include "engine/gpu_weights.h"
+#include "engine/model_config.h"
+#include "kernels/gpu_runtime.h"
+#include "kernels/ops/gpu/gemm_gpu.h"
+#include "kernels/ops/paged_kv.h"
+
+namespace kvtier::engine {
+
+struct GpuModelOptions {
+  // Unset: the checkpoint's dtype if it is bf16 or fp16, bf16 for a float32 checkpoint.
+  std::optional<ops::gpu::DType> dtype;
+  // Tokens per Forward call at most (a longer prompt is prefilled in chunks of this size, each
+  // attending to the K/V of the previous ones); sizes the activation buffers.
+  int64_t max_chunk_tokens = 8192;
+  // Decode steps' linear layers by Gemv (else by the GEMM runner, for comparison).
+  bool decode_gemv = true;
+  // Decode steps replayed from recorded graphs (else launched kernel by kernel).
+  bool decode_graphs = true;
+};
+
+class GpuModel {
+ public:
+  // Loads config.json (+ generation_config.json) and the safetensors in `dir` onto the current
+  // device. Errors: the loaders' (naming file and field or tensor); FailedPrecondition in a build
+  // without a GPU backend; the vendor's (no device, out of memory).
+  static absl::StatusOr<std::unique_ptr<GpuModel>> Load(const std::string& dir,
+                                                        const GpuModelOptions& options = {});
+  ~GpuModel();
+
+  const ModelConfig& config() const { return config_; }
+  const GpuModelOptions& options() const { return options_; }
+  ops::gpu::DType dtype() const { return weights_->dtype(); }
+  uint64_t weight_bytes() const { return weights_->bytes(); }
+  gpu::StreamHandle stream() const { return stream_.handle(); }
+  size_t recorded_graphs() const { return graphs_.recorded(); }
+
+  // Changes how decode steps run (GpuModelOptions' decode_gemv and decode_graphs), dropping the
+  // recorded graphs: for benchmarks that compare the paths on one loaded model.
+  void SetDecodePath(bool gemv, bool graphs);
+
+  // The KV geometry of this model for pool slots of `block_tokens` tokens.
+  ops::PagedKvGeometry KvGeometry(int64_t block_tokens) const;
+
+  // Runs `tokens` (1 .. max_chunk_tokens of them) at positions start .. start + n - 1 of one
+  // sequence. The K/V of its first `start` tokens must be in `pool`; this call writes the K/V of
+  // the n new ones. block_table [>= ceil((start + n) / block_tokens)]: the sequence's slots.
+  // Returns the logits in device memory, float32: [n, vocab] when all_logits, else [1, vocab] (the
+  // last token's). They are valid until the next call and ready once stream() reaches them (work
+  // enqueued on stream() may read them; the host must synchronize first).
+  // InvalidArgument (nothing enqueued) for a token id >= vocab, no tokens or more than
+  // max_chunk_tokens, positions past max_position_embeddings, a block table too short or naming
+  // slots outside the pool, a pool of another geometry or dtype.
+  absl::StatusOr<const float*> Forward(std::span<const int32_t> tokens, int64_t start,
+                                       std::span<const int32_t> block_table, GpuKvPool& pool,
+                                       bool all_logits);
+
+ private:
+  struct Step;
+  GpuModel(ModelConfig config, GpuModelOptions options, std::unique_ptr<GpuWeights> weights,
+           gpu::Stream stream, std::unique_ptr<GpuScratch> scratch, void* inv_freq,
+           std::unique_ptr<ops::gpu::GemmRunner> gemm);
+
+  absl::Status Check(std::span<const int32_t> tokens, int64_t start,
+                     std::span<const int32_t> block_table, const GpuKvPool& pool) const;
+  // Enqueues the whole pass for the inputs in `step` (device addresses only: recordable).
+  absl::Status Enqueue(const Step& step);
+  // scratch h [n, hidden] (normalized input) -> h = attention output after o_proj.
+  absl::Status Attention(int64_t layer, const Step& step);
+  // q, k [n, heads, head_dim] at the step's token strides -> rotated, per-head normalized (Qwen3).
+  absl::Status Rotate(int64_t layer, const Step& step, void* q, void* k, int64_t q_stride,
+                      int64_t kv_stride);
+  // scratch h [n, hidden] (normalized input) -> h = MLP output.
+  absl::Status Mlp(int64_t layer, const Step& step);
+  // y [m, n] = x [m, k] W^T (+ bias): Gemv for a decode step's rows, else the GEMM runner.
+  absl::Status Linear(const void* x, const void* w, const void* bias, int64_t m, int64_t n,
+                      int64_t k, void* y, bool y_float);
+
+  ModelConfig config_;
+  GpuModelOptions options_;
+  std::unique_ptr<GpuWeights> weights_;
+  gpu::Stream stream_;
+  std::unique_ptr<GpuScratch> scratch_;
+  float* inv_freq_;  // [head_dim / 2] device memory
+  std::unique_ptr<ops::gpu::GemmRunner> gemm_;
+  GpuDecodeGraphs graphs_;
+};
+
+}  // namespace kvtier::engine

@@ -1,0 +1,309 @@
+// The GPU backend end to end at a real model's shape (docs/benchmarks.md, "Engine: the GPU
+// backend"), next to ceilings measured in the same run:
+//
+//   GEMM      cuBLASLt bf16 8192 x 8192 x 8192 (TFLOP/s): what prefill's linear layers can reach
+//   HBM copy  a 1 GiB device-to-device copy, bytes read + written (GB/s)
+//
+// TTFT: a prompt of N random token ids prefilled (in chunks of --chunk) and the first token chosen
+// (greedy, on the GPU), host to host; best of 3 after a warm-up. Decode: ms per token at batch 1
+// after a prompt of C tokens, over --decode-steps greedy steps, each step host to host (the token
+// comes back before the next is enqueued), on each decode path: Gemv or cuBLASLt, graphs or
+// kernel-by-kernel launches. Its roofline is the bytes a step must read — every weight but the
+// embedding table, of which it reads one row — over the copy rate (the issue's definition).
+//
+// --golden FILE (written by tests/engine/hf_8b_golden.py from the same model directory): the last
+// position's logits and the 32-step greedy continuation of its prompt, next to transformers' bf16
+// and float32 runs of the same weights.
+//
+//   kvtier_engine_bench --model DIR [--prefill 1024,8192,32768] [--decode-contexts 32,8192]
+//                       [--decode-steps 128] [--chunk 8192] [--golden FILE]
+// Without a usable GPU it prints why and exits 0.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/gpu_model.h"
+#include "engine/gpu_sampler.h"
+#include "engine/gpu_sequence.h"
+#include "kernels/gpu_runtime.h"
+#include "kernels/ops/gpu/gemm_gpu.h"
+#include "tests/bench/gpu_bench_util.h"
+
+namespace kvtier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using engine::GpuKvPool;
+using engine::GpuModel;
+using engine::GpuSequence;
+
+constexpr char kProgram[] = "engine_bench";
+void Check(const absl::Status& s, const char* what) { bench::Check(kProgram, s, what); }
+template <typename T>
+T Take(absl::StatusOr<T> v, const char* what) {
+  return bench::Take(kProgram, std::move(v), what);
+}
+
+struct Flags {
+  std::string model;
+  std::vector<int64_t> prefill = {1024, 8192, 32768};
+  std::vector<int64_t> decode_contexts = {32, 8192};
+  int decode_steps = 128;
+  int64_t chunk = 8192;
+  std::string golden;
+};
+
+std::vector<int64_t> ParseList(const std::string& s) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at < s.size()) {
+    const size_t comma = s.find(',', at);
+    out.push_back(std::stoll(s.substr(at, comma == std::string::npos ? comma : comma - at)));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--model")
+      f.model = v;
+    else if (k == "--prefill")
+      f.prefill = ParseList(v);
+    else if (k == "--decode-contexts")
+      f.decode_contexts = ParseList(v);
+    else if (k == "--decode-steps")
+      f.decode_steps = std::stoi(v);
+    else if (k == "--chunk")
+      f.chunk = std::stoll(v);
+    else if (k == "--golden")
+      f.golden = v;
+    else
+      bench::Die(kProgram, "unknown flag " + k);
+  }
+  if (f.model.empty()) bench::Die(kProgram, "--model DIR is required");
+  return f;
+}
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+struct Ceilings {
+  double gemm_tflops = 0;
+  double copy_gbps = 0;
+};
+
+Ceilings MeasureCeilings(gpu::StreamHandle stream) {
+  Ceilings c;
+  constexpr int64_t kN = 8192;
+  const size_t bytes = size_t{kN} * kN * 2;
+  void* a = Take(gpu::DeviceAlloc(bytes), "alloc");
+  void* b = Take(gpu::DeviceAlloc(bytes), "alloc");
+  void* y = Take(gpu::DeviceAlloc(bytes), "alloc");
+  Check(gpu::MemsetAsync(a, 0x3c, bytes, stream), "fill");
+  Check(gpu::MemsetAsync(b, 0x3c, bytes, stream), "fill");
+  auto runner = Take(ops::gpu::GemmRunner::Create(), "gemm runner");
+  const ops::gpu::GemmArgs args{.x = a, .w = b, .m = kN, .n = kN, .k = kN, .y = y};
+  const double s = bench::BestSeconds(kProgram, 10, stream, [&] {
+    Check(runner->Run(ops::gpu::DType::kBf16, args, stream), "gemm");
+  });
+  c.gemm_tflops = 2.0 * kN * kN * kN / s / 1e12;
+  const size_t copy = size_t{1} << 30;
+  const double cs = bench::BestSeconds(kProgram, 10, stream,
+                                       [&] { Check(gpu::CopyAsync(y, a, copy, stream), "copy"); });
+  c.copy_gbps = 2.0 * static_cast<double>(copy) / cs / 1e9;
+  for (void* p : {a, b, y}) Check(gpu::DeviceFree(p), "free");
+  return c;
+}
+
+std::vector<int32_t> RandomIds(int64_t n, uint32_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab) - 1);
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) id = dist(rng);
+  return ids;
+}
+
+// Prefill of `prompt` and the first token, host to host.
+double TtftMs(GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler,
+              const std::vector<int32_t>& prompt) {
+  const Clock::time_point t0 = Clock::now();
+  GpuSequence seq(model, pool);
+  const float* logits = Take(seq.Append(prompt, false), "prefill");
+  Take(sampler.Choose(logits, {}, 0, model.stream()), "first token");
+  return Ms(Clock::now() - t0);
+}
+
+void Prefill(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler,
+             const Ceilings& c, double params) {
+  for (int64_t n : f.prefill) {
+    const std::vector<int32_t> prompt = RandomIds(n, model.config().vocab_size, 1);
+    double best = 1e30;
+    for (int r = 0; r < 4; ++r) {  // the first is a warm-up
+      const double ms = TtftMs(model, pool, sampler, prompt);
+      if (r > 0) best = std::min(best, ms);
+    }
+    const double tflops = 2.0 * params * static_cast<double>(n) / (best / 1e3) / 1e12;
+    std::printf(
+        "{\"what\": \"prefill\", \"engine\": \"kvtier-gpu\", \"prompt_tokens\": %lld, "
+        "\"ttft_ms\": %.2f, \"tflops\": %.1f, \"gemm_ceiling_tflops\": %.1f}\n",
+        static_cast<long long>(n), best, tflops, c.gemm_tflops);
+    std::fflush(stdout);
+  }
+}
+
+// ms per decode step after a prompt of `context` tokens.
+double DecodeMs(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler,
+                int64_t context) {
+  GpuSequence seq(model, pool);
+  const float* logits =
+      Take(seq.Append(RandomIds(context, model.config().vocab_size, 2), false), "prompt");
+  int32_t token = Take(sampler.Choose(logits, {}, 0, model.stream()), "token");
+  for (int i = 0; i < 3; ++i) {  // warm-up (records the graph of this bucket)
+    logits = Take(seq.Append({&token, 1}, false), "decode");
+    token = Take(sampler.Choose(logits, {}, 0, model.stream()), "token");
+  }
+  const Clock::time_point t0 = Clock::now();
+  for (int i = 0; i < f.decode_steps; ++i) {
+    logits = Take(seq.Append({&token, 1}, false), "decode");
+    token = Take(sampler.Choose(logits, {}, 0, model.stream()), "token");
+  }
+  return Ms(Clock::now() - t0) / f.decode_steps;
+}
+
+void Decode(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler,
+            const Ceilings& c) {
+  const engine::ModelConfig& cfg = model.config();
+  const double embed_bytes = cfg.tie_word_embeddings ? 0.0 : 2.0 * cfg.vocab_size * cfg.hidden_size;
+  const double step_bytes = static_cast<double>(model.weight_bytes()) - embed_bytes;
+  const double roofline_ms = step_bytes / (c.copy_gbps * 1e9) * 1e3;
+  struct Path {
+    const char* name;
+    bool gemv, graphs;
+  };
+  for (int64_t context : f.decode_contexts) {
+    for (const Path& p : {Path{"gemv+graphs", true, true}, Path{"gemv", true, false},
+                          Path{"cublaslt", false, false}, Path{"cublaslt+graphs", false, true}}) {
+      model.SetDecodePath(p.gemv, p.graphs);
+      const double ms = DecodeMs(f, model, pool, sampler, context);
+      std::printf(
+          "{\"what\": \"decode\", \"engine\": \"kvtier-gpu\", \"path\": \"%s\", "
+          "\"batch\": 1, \"context\": %lld, \"ms_per_token\": %.3f, \"weights_gb\": %.2f, "
+          "\"roofline_ms\": %.3f, \"of_roofline\": %.3f, \"read_gbps\": %.0f}\n",
+          p.name, static_cast<long long>(context), ms, step_bytes / 1e9, roofline_ms,
+          roofline_ms / ms, step_bytes / (ms / 1e3) / 1e9);
+      std::fflush(stdout);
+    }
+  }
+  model.SetDecodePath(true, true);
+}
+
+size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+float MaxAbs(const std::vector<float>& a, const std::vector<float>& b) {
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+// Our logits and greedy tokens next to transformers' bf16 and float32 runs (hf_8b_golden.py).
+void CompareGolden(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler) {
+  std::ifstream in(f.golden);
+  if (!in.good()) bench::Die(kProgram, f.golden + ": cannot open");
+  const nlohmann::json g = nlohmann::json::parse(in);
+  const std::vector<int32_t> ids = g["ids"].get<std::vector<int32_t>>();
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<float> ours(vocab);
+  {
+    GpuSequence seq(model, pool);
+    const float* logits = Take(seq.Append(ids, false), "golden prefill");
+    Check(gpu::DeviceSynchronize(), "sync");
+    Check(gpu::CopyAsync(ours.data(), logits, vocab * sizeof(float), nullptr), "download");
+    Check(gpu::DeviceSynchronize(), "sync");
+  }
+  engine::GenerateOptions gen;
+  gen.max_tokens = 32;
+  gen.stop_at_eos = false;
+  const std::vector<int32_t> greedy = Take(engine::GenerateOnGpu(model, pool, ids, gen), "greedy");
+  const auto bf16 = g["hf_bf16"]["last_logits"].get<std::vector<float>>();
+  const auto fp32 = g["hf_fp32"]["last_logits"].get<std::vector<float>>();
+  const auto bf16_tokens = g["hf_bf16"]["greedy"].get<std::vector<int32_t>>();
+  const auto fp32_tokens = g["hf_fp32"]["greedy"].get<std::vector<int32_t>>();
+  float scale = 0;
+  for (float v : fp32) scale = std::max(scale, std::abs(v));
+  auto argmax = [](const std::vector<float>& v) {
+    return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+  };
+  std::printf(
+      "{\"what\": \"golden\", \"prompt_tokens\": %zu, \"max_abs_logit_fp32\": %.4f, "
+      "\"kvtier_vs_fp32_max_abs\": %.4f, \"hf_bf16_vs_fp32_max_abs\": %.4f, "
+      "\"kvtier_vs_hf_bf16_max_abs\": %.4f, \"argmax\": [%d, %d, %d], "
+      "\"greedy_prefix_kvtier_vs_hf_bf16\": %zu, \"greedy_prefix_kvtier_vs_fp32\": %zu, "
+      "\"greedy_prefix_hf_bf16_vs_fp32\": %zu, \"of\": %zu}\n",
+      ids.size(), scale, MaxAbs(ours, fp32), MaxAbs(bf16, fp32), MaxAbs(ours, bf16), argmax(ours),
+      argmax(bf16), argmax(fp32), CommonPrefix(greedy, bf16_tokens),
+      CommonPrefix(greedy, fp32_tokens), CommonPrefix(bf16_tokens, fp32_tokens), greedy.size());
+  std::fflush(stdout);
+}
+
+int Main(int argc, char** argv) {
+  const Flags f = ParseFlags(argc, argv);
+  if (const std::string why = gpu::UnavailableReason(); !why.empty()) {
+    std::printf("engine_bench: skipped: %s\n", why.c_str());
+    return 0;
+  }
+  Ceilings c;
+  {
+    gpu::Stream stream = Take(gpu::Stream::Create(), "stream");
+    c = MeasureCeilings(stream.handle());
+  }
+  std::printf(
+      "{\"what\": \"ceiling\", \"gemm_bf16_8192_tflops\": %.1f, "
+      "\"hbm_copy_1GiB_gbps_read_plus_write\": %.0f}\n",
+      c.gemm_tflops, c.copy_gbps);
+  const Clock::time_point t0 = Clock::now();
+  engine::GpuModelOptions options;
+  options.max_chunk_tokens = f.chunk;
+  std::unique_ptr<GpuModel> model = Take(GpuModel::Load(f.model, options), "load");
+  const engine::ModelConfig& cfg = model->config();
+  const double params = static_cast<double>(model->weight_bytes()) / 2;
+  std::printf(
+      "{\"what\": \"model\", \"name\": \"%s\", \"layers\": %u, \"hidden\": %u, "
+      "\"params\": %.0f, \"dtype\": \"%s\", \"load_s\": %.1f, \"chunk\": %lld}\n",
+      cfg.name.c_str(), cfg.num_layers, cfg.hidden_size, params,
+      ops::gpu::DTypeName(model->dtype()), Ms(Clock::now() - t0) / 1e3,
+      static_cast<long long>(model->options().max_chunk_tokens));
+  std::fflush(stdout);
+  int64_t longest = 64;
+  for (int64_t n : f.prefill) longest = std::max(longest, n);
+  for (int64_t n : f.decode_contexts) longest = std::max(longest, n + f.decode_steps + 8);
+  constexpr int64_t kBlockTokens = 16;
+  auto pool =
+      Take(GpuKvPool::Create(model->KvGeometry(kBlockTokens),
+                             static_cast<int32_t>(longest / kBlockTokens + 2), model->dtype()),
+           "pool");
+  auto sampler = Take(engine::GpuSampler::Create(cfg.vocab_size), "sampler");
+  if (!f.golden.empty()) CompareGolden(f, *model, *pool, *sampler);
+  Prefill(f, *model, *pool, *sampler, c, params);
+  Decode(f, *model, *pool, *sampler, c);
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvtier
+
+int main(int argc, char** argv) { return kvtier::Main(argc, argv); }
