@@ -79,6 +79,7 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   const protocol::Deadline deadline = Clock::now() + std::chrono::milliseconds(options.timeout_ms);
   std::unique_ptr<Impl> impl(new Impl(options, NamespaceRoot(options.ns)));
   KVTIER_ASSIGN_OR_RETURN(impl->socket, ConnectTo(options.socket_path, options.timeout_ms));
+  absl::MutexLock lock(&impl->mu);  // nobody else has it yet; the handshake sets up the region
   if (absl::Status s = impl->Handshake(deadline); !s.ok()) {
     if (s.code() != absl::StatusCode::kDeadlineExceeded) return s;
     return absl::DeadlineExceededError(

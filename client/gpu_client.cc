@@ -107,7 +107,7 @@ GpuClient::~GpuClient() {
 }
 
 absl::StatusOr<uint64_t*> GpuClient::AcquireSums(size_t n) {
-  std::lock_guard<std::mutex> lock(sums_mu_);
+  absl::MutexLock lock(&sums_mu_);
   for (size_t i = 0; i < free_sums_.size(); ++i) {
     if (free_sums_[i].second >= n) {
       uint64_t* p = free_sums_[i].first;
@@ -122,7 +122,7 @@ absl::StatusOr<uint64_t*> GpuClient::AcquireSums(size_t n) {
 }
 
 void GpuClient::ReleaseSums(uint64_t* sums) {
-  std::lock_guard<std::mutex> lock(sums_mu_);
+  absl::MutexLock lock(&sums_mu_);
   for (const auto& entry : all_sums_) {
     if (entry.first == sums) free_sums_.push_back(entry);
   }

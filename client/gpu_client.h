@@ -45,10 +45,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "client/kvtier_client.h"
 #include "kernels/gpu_checksum.h"
@@ -182,16 +183,18 @@ class GpuClient {
 
   // Pinned (mapped) buffers for puts' checksums, reused: freeing pinned memory synchronises the
   // device, so a put never allocates one on its path once the pool has grown.
-  absl::StatusOr<uint64_t*> AcquireSums(size_t n);
-  void ReleaseSums(uint64_t* sums);
+  absl::StatusOr<uint64_t*> AcquireSums(size_t n) ABSL_LOCKS_EXCLUDED(sums_mu_);
+  void ReleaseSums(uint64_t* sums) ABSL_LOCKS_EXCLUDED(sums_mu_);
 
   Client* const client_;
   const GpuClientOptions options_;
   std::unique_ptr<KvCopier> copier_;
   std::unique_ptr<GpuChecksummer> checksummer_;
-  std::mutex sums_mu_;
-  std::vector<std::pair<uint64_t*, size_t>> free_sums_;  // (buffer, capacity in sums)
-  std::vector<std::pair<uint64_t*, size_t>> all_sums_;   // every buffer, freed by ~GpuClient
+  absl::Mutex sums_mu_;
+  // (buffer, capacity in sums)
+  std::vector<std::pair<uint64_t*, size_t>> free_sums_ ABSL_GUARDED_BY(sums_mu_);
+  // Every buffer, freed by ~GpuClient.
+  std::vector<std::pair<uint64_t*, size_t>> all_sums_ ABSL_GUARDED_BY(sums_mu_);
   std::byte* t1_device_ = nullptr;      // device-side address of this process's T1 mapping
   std::vector<std::byte*> registered_;  // chunk starts registered with the runtime
   std::byte* t0_device_ = nullptr;      // this process's mapping of T0 (OpenIpc), or null

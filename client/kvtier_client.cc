@@ -85,35 +85,32 @@ absl::Status Client::CheckPayloadBytes(const char* what, size_t index, const cha
 }
 
 absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
-  auto lock = impl_->Lock();
+  absl::MutexLock lock(&impl_->mu);
   LookupResult out;
   out.tiers.resize(keys.size());
   std::vector<uint8_t> tiers;
-  bool whole = true;
-  const absl::Status chunked =
-      (Chunked(keys.size(), impl_->welcome.max_batch, [&](size_t off, size_t n) {
-        if (!whole) return absl::OkStatus();  // the prefix ended in an earlier chunk
-        const Impl::Call call = Impl::KeysArgs(Op::kLookup, keys.subspan(off, n));
-        protocol::Request sent;
-        KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
-        KVTIER_RETURN_IF_ERROR(
-            protocol::ReadLookupResult(impl_->region->arena(), sent, done, &tiers));
-        std::copy_n(tiers.begin(), done.count, out.tiers.begin() + static_cast<ptrdiff_t>(off));
-        out.hit_blocks += done.count;
-        whole = done.count == n;
-        return absl::OkStatus();
-      }));
-  if (!chunked.ok()) return chunked;
+  const size_t max = impl_->welcome.max_batch;
+  // Chunk by chunk until the prefix ends inside one.
+  for (size_t off = 0, n = 0; off < keys.size() && out.hit_blocks == off; off += n) {
+    n = std::min(max, keys.size() - off);
+    const Impl::Call call = Impl::KeysArgs(Op::kLookup, keys.subspan(off, n));
+    protocol::Request sent;
+    KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do(call, &sent));
+    KVTIER_RETURN_IF_ERROR(protocol::ReadLookupResult(impl_->region->arena(), sent, done, &tiers));
+    std::copy_n(tiers.begin(), done.count, out.tiers.begin() + static_cast<ptrdiff_t>(off));
+    out.hit_blocks += done.count;
+  }
   out.tiers.resize(out.hit_blocks);
   return out;
 }
 
 namespace {
 
-// One request whose answer is a BlockResult per item. Precondition: impl.mu held. Slots are
-// checked against the tier they name: T0 for a tier-0 get, T1 otherwise.
+// One request whose answer is a BlockResult per item. Slots are checked against the tier they
+// name: T0 for a tier-0 get, T1 otherwise.
 absl::StatusOr<std::vector<BlockResult>> BlockResultsCall(Client::Impl& impl,
-                                                          const Client::Impl::Call& call) {
+                                                          const Client::Impl::Call& call)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
   const bool t0 = call.op == Op::kGet && call.tier == static_cast<uint8_t>(Tier::kT0);
   const protocol::SessionLimits limits =
       t0 ? protocol::SessionLimits{impl.welcome.t0_slots, impl.welcome.t0_slot_bytes}
@@ -129,18 +126,27 @@ absl::StatusOr<std::vector<BlockResult>> BlockResultsCall(Client::Impl& impl,
 // `tier` is the tier a kGet reads from (ignored for other ops).
 absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
                                                   absl::Span<const BlockKey> keys,
-                                                  Tier tier = Tier::kT1) {
+                                                  Tier tier = Tier::kT1)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
   std::vector<BlockResult> out;
-  const absl::Status chunked =
-      (Chunked(keys.size(), impl.welcome.max_batch, [&](size_t off, size_t n) {
-        const Client::Impl::Call call = Client::Impl::KeysArgs(
-            op, keys.subspan(off, n), op == Op::kGet ? static_cast<uint8_t>(tier) : uint8_t{0});
-        KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> part, BlockResultsCall(impl, call));
-        out.insert(out.end(), part.begin(), part.end());
-        return absl::OkStatus();
-      }));
-  if (!chunked.ok()) return chunked;
+  const size_t max = impl.welcome.max_batch;
+  for (size_t off = 0; off < keys.size(); off += max) {
+    const Client::Impl::Call call =
+        Client::Impl::KeysArgs(op, keys.subspan(off, std::min(max, keys.size() - off)),
+                               op == Op::kGet ? static_cast<uint8_t>(tier) : uint8_t{0});
+    KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> part, BlockResultsCall(impl, call));
+    out.insert(out.end(), part.begin(), part.end());
+  }
   return out;
+}
+
+absl::StatusOr<std::vector<BlockResult>> PutBeginCall(
+    Client::Impl& impl, absl::Span<const protocol::PutBeginItem> items)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
+  return BlockResultsCall(
+      impl, {Op::kPutBegin, items.size(), 0, [&](protocol::ArenaView a, protocol::ArenaRange r) {
+               protocol::WritePutBegin(a, r, items);
+             }});
 }
 
 }  // namespace
@@ -157,26 +163,27 @@ absl::StatusOr<std::vector<BlockResult>> Client::Get(absl::Span<const BlockKey> 
     return absl::InvalidArgumentError(
         fmt::format("a get reads from T0 or T1, not {}", TierName(tier)));
   }
-  auto lock = impl_->Lock();
+  absl::MutexLock lock(&impl_->mu);
   return KeysCall(*impl_, Op::kGet, keys, tier);
 }
 
 absl::StatusOr<std::vector<BlockResult>> Client::Release(absl::Span<const BlockKey> keys) {
-  auto lock = impl_->Lock();
+  absl::MutexLock lock(&impl_->mu);
   return KeysCall(*impl_, Op::kRelease, keys);
 }
 
 absl::StatusOr<std::vector<BlockResult>> Client::Drop(absl::Span<const BlockKey> keys) {
-  auto lock = impl_->Lock();
+  absl::MutexLock lock(&impl_->mu);
   return KeysCall(*impl_, Op::kDrop, keys);
 }
 
 absl::StatusOr<size_t> Client::GetInto(absl::Span<const BlockKey> keys,
                                        absl::Span<const absl::Span<std::byte>> destinations) {
-  auto lock = impl_->Lock();
   if (destinations.size() < keys.size()) {
     return absl::InvalidArgumentError("GetInto: fewer destinations than keys");
   }
+  // The leases keep the slots this call's while it copies, without holding the connection: other
+  // threads' requests go on meanwhile.
   KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> got, Get(keys));
   size_t copied = 0;
   std::vector<BlockKey> leased;
@@ -194,7 +201,6 @@ absl::StatusOr<size_t> Client::GetInto(absl::Span<const BlockKey> keys,
 absl::StatusOr<std::vector<BlockCode>> Client::Put(
     absl::Span<const BlockKey> keys, absl::Span<const absl::Span<const std::byte>> payloads,
     const std::optional<BlockKey>& parent) {
-  auto lock = impl_->Lock();
   if (payloads.size() != keys.size()) {
     return absl::InvalidArgumentError(fmt::format(
         "Put: {} keys but {} payloads (one payload per key)", keys.size(), payloads.size()));
@@ -227,17 +233,14 @@ absl::StatusOr<std::vector<BlockResult>> Client::PutBegin(
     KVTIER_RETURN_IF_ERROR(
         CheckPayloadBytes("PutBegin: items", i, ".payload_bytes", items[i].payload_bytes));
   }
-  auto lock = impl_->Lock();
-  return BlockResultsCall(
-      *impl_, {Op::kPutBegin, items.size(), 0, [&](protocol::ArenaView a, protocol::ArenaRange r) {
-                 protocol::WritePutBegin(a, r, items);
-               }});
+  absl::MutexLock lock(&impl_->mu);
+  return PutBeginCall(*impl_, items);
 }
 
 absl::StatusOr<std::vector<BlockResult>> Client::PutCommit(
     absl::Span<const protocol::PutCommitItem> items) {
   if (items.empty()) return std::vector<BlockResult>();
-  auto lock = impl_->Lock();
+  absl::MutexLock lock(&impl_->mu);
   return BlockResultsCall(
       *impl_, {Op::kPutCommit, items.size(), 0, [&](protocol::ArenaView a, protocol::ArenaRange r) {
                  protocol::WritePutCommit(a, r, items);
@@ -250,31 +253,33 @@ namespace {
 // kCommitGroupBytes of payload is committed as soon as its blocks are in their slots, so the
 // daemon verifies (and publishes) one group while this thread copies the next, instead of the
 // copies and the daemon's pass over the same bytes taking turns. Small blocks still go in one
-// commit per chunk. Precondition: impl.mu held for the pipeline's life.
+// commit per chunk. Every call names the connection, whose mu the caller holds throughout: the
+// requests in flight own parts of its arena.
 class CommitPipeline {
  public:
   static constexpr uint64_t kCommitGroupBytes = 1u << 20;
   static constexpr uint32_t kMaxInFlight = 16;  // well under any ring (no ring can fill up)
 
   CommitPipeline(Client::Impl& impl, absl::Span<BlockCode> codes)
-      : impl_(impl),
-        codes_(codes),
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu)
+      : codes_(codes),
         max_in_flight_(std::min({kMaxInFlight, impl.region->layout().sq_entries / 2,
                                  impl.region->layout().cq_entries / 2})) {}
 
   // Block `index` of the chunk is in its slot; `bytes` of payload.
-  absl::Status Add(size_t index, const protocol::PutCommitItem& item, uint64_t bytes) {
+  absl::Status Add(Client::Impl& impl, size_t index, const protocol::PutCommitItem& item,
+                   uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
     group_.push_back(item);
     group_index_.push_back(index);
     group_bytes_ += bytes;
-    return group_bytes_ >= kCommitGroupBytes ? Send() : absl::OkStatus();
+    return group_bytes_ >= kCommitGroupBytes ? Send(impl) : absl::OkStatus();
   }
 
   // Sends what is left and waits for every commit; codes[i] of each committed block is then the
   // daemon's answer.
-  absl::Status Finish() {
-    KVTIER_RETURN_IF_ERROR(Send());
-    return Drain();
+  absl::Status Finish(Client::Impl& impl) ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
+    KVTIER_RETURN_IF_ERROR(Send(impl));
+    return Drain(impl);
   }
 
  private:
@@ -283,19 +288,19 @@ class CommitPipeline {
     std::vector<size_t> index;  // chunk positions of its items
   };
 
-  absl::Status Send() {
+  absl::Status Send(Client::Impl& impl) ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
     if (group_.empty()) return absl::OkStatus();
     const Client::Impl::Call call{Op::kPutCommit, group_.size(), 0,
                                   [this](protocol::ArenaView a, protocol::ArenaRange r) {
                                     protocol::WritePutCommit(a, r, group_);
                                   }};
     const uint32_t need = Client::Impl::ArenaBytes(call);
-    if (arena_used_ + uint64_t{need} > impl_.region->arena().bytes ||
+    if (arena_used_ + uint64_t{need} > impl.region->arena().bytes ||
         in_flight_.size() >= max_in_flight_) {
-      KVTIER_RETURN_IF_ERROR(Drain());
+      KVTIER_RETURN_IF_ERROR(Drain(impl));
     }
     InFlight f{{}, std::move(group_index_)};
-    KVTIER_RETURN_IF_ERROR(impl_.Submit(call, arena_used_, &f.sent));
+    KVTIER_RETURN_IF_ERROR(impl.Submit(call, arena_used_, &f.sent));
     arena_used_ += need;
     in_flight_.push_back(std::move(f));
     group_.clear();
@@ -304,13 +309,13 @@ class CommitPipeline {
     return absl::OkStatus();
   }
 
-  absl::Status Drain() {
-    const protocol::SessionLimits limits{impl_.welcome.t1_slots, impl_.welcome.t1_slot_bytes};
+  absl::Status Drain(Client::Impl& impl) ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
+    const protocol::SessionLimits limits{impl.welcome.t1_slots, impl.welcome.t1_slot_bytes};
     std::vector<BlockResult> done;
     for (const InFlight& f : in_flight_) {
-      KVTIER_ASSIGN_OR_RETURN(protocol::Completion c, impl_.Finish(f.sent));
+      KVTIER_ASSIGN_OR_RETURN(protocol::Completion c, impl.Finish(f.sent));
       KVTIER_RETURN_IF_ERROR(
-          protocol::ReadBlockResults(impl_.region->arena(), f.sent, c, limits, &done));
+          protocol::ReadBlockResults(impl.region->arena(), f.sent, c, limits, &done));
       for (size_t j = 0; j < f.index.size(); ++j) {
         codes_[f.index[j]] = static_cast<BlockCode>(done[j].code);
       }
@@ -320,7 +325,6 @@ class CommitPipeline {
     return absl::OkStatus();
   }
 
-  Client::Impl& impl_;
   const absl::Span<BlockCode> codes_;
   const uint32_t max_in_flight_;
   std::vector<protocol::PutCommitItem> group_;  // copied, not yet sent
@@ -361,7 +365,8 @@ void SettleRepeatedKeys(absl::Span<const protocol::PutBeginItem> items,
 absl::Status Client::PutChunk(absl::Span<const protocol::PutBeginItem> items,
                               absl::Span<const absl::Span<const std::byte>> payloads,
                               absl::Span<BlockCode> codes) {
-  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> slots, PutBegin(items));
+  absl::MutexLock lock(&impl_->mu);  // from put_begin to the last commit's answer
+  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockResult> slots, PutBeginCall(*impl_, items));
   CommitPipeline commits(*impl_, codes);
   for (size_t i = 0; i < items.size(); ++i) {
     codes[i] = static_cast<BlockCode>(slots[i].code);
@@ -369,22 +374,22 @@ absl::Status Client::PutChunk(absl::Span<const protocol::PutBeginItem> items,
     // The slot is as large as payload_bytes, which is payloads[i].size() (Put checked it fits).
     const uint64_t sum =
         CopyAndChecksum(MutableSlotData(slots[i].slot), payloads[i].data(), payloads[i].size());
-    KVTIER_RETURN_IF_ERROR(commits.Add(i, {items[i].key, sum}, payloads[i].size()));
+    KVTIER_RETURN_IF_ERROR(commits.Add(*impl_, i, {items[i].key, sum}, payloads[i].size()));
   }
-  KVTIER_RETURN_IF_ERROR(commits.Finish());
+  KVTIER_RETURN_IF_ERROR(commits.Finish(*impl_));
   SettleRepeatedKeys(items, slots, codes);
   return absl::OkStatus();
 }
 
 absl::StatusOr<protocol::StatsWire> Client::Stats() {
-  auto lock = impl_->Lock();
+  absl::MutexLock lock(&impl_->mu);
   protocol::Request sent;
   KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl_->Do({Op::kStats, 0, 0, nullptr}, &sent));
   return protocol::ReadStats(impl_->region->arena(), sent, done);
 }
 
 absl::Status Client::Nop() {
-  auto lock = impl_->Lock();
+  absl::MutexLock lock(&impl_->mu);
   protocol::Request sent;
   return impl_->Do({Op::kNop, 0, 0, nullptr}, &sent).status();
 }

@@ -38,7 +38,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -170,7 +169,8 @@ class Client {
   // what[index]field.
   absl::Status CheckPayloadBytes(const char* what, size_t index, const char* field,
                                  uint64_t bytes) const;
-  // One put_begin + copies + put_commit of at most max_batch items.
+  // One put_begin + copies + put_commit of at most max_batch items, holding the connection
+  // throughout (its commits are pipelined).
   absl::Status PutChunk(absl::Span<const protocol::PutBeginItem> items,
                         absl::Span<const absl::Span<const std::byte>> payloads,
                         absl::Span<protocol::BlockCode> codes);

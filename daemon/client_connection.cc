@@ -6,8 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "client/protocol/spsc_ring.h"
 #include "daemon/request_dispatch.h"
 
@@ -19,7 +20,7 @@ struct CompletionQueue {
   explicit CompletionQueue(protocol::EventFd wake_fd) : wake(std::move(wake_fd)) {}
   void Push(const protocol::Completion& completion) {
     {
-      std::lock_guard lock(mu);
+      absl::MutexLock lock(&mu);
       done.push_back(completion);
       has_done.store(true, std::memory_order_release);
     }
@@ -31,16 +32,16 @@ struct CompletionQueue {
   // were a fifth of a polling daemon's time).
   bool TakeAll(std::deque<protocol::Completion>* out) {
     if (!has_done.load(std::memory_order_acquire)) return false;
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     for (const protocol::Completion& c : done) out->push_back(c);
     done.clear();
     has_done.store(false, std::memory_order_relaxed);
     return true;
   }
-  std::mutex mu;
-  std::deque<protocol::Completion> done;  // guarded by mu
-  std::atomic<bool> has_done{false};      // !done.empty(); written under mu
-  std::atomic<uint32_t> in_flight{0};     // dispatched, completion not yet queued or posted
+  absl::Mutex mu;
+  std::deque<protocol::Completion> done ABSL_GUARDED_BY(mu);
+  std::atomic<bool> has_done{false};   // !done.empty(); written under mu
+  std::atomic<uint32_t> in_flight{0};  // dispatched, completion not yet queued or posted
   const protocol::EventFd wake;
 };
 

@@ -34,14 +34,14 @@ LookupRecorder::LookupRecorder(std::string path, std::FILE* file)
     : path_(std::move(path)), file_(file) {}
 
 LookupRecorder::~LookupRecorder() {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (file_ != nullptr) std::fclose(file_);
 }
 
 void LookupRecorder::Record(uint32_t block_tokens, absl::Span<const BlockKey> keys) {
   const auto now = std::chrono::steady_clock::now();
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start_).count();
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (file_ == nullptr) return;
   line_.clear();
   fmt::format_to(std::back_inserter(line_),
@@ -56,12 +56,12 @@ void LookupRecorder::Record(uint32_t block_tokens, absl::Span<const BlockKey> ke
 }
 
 void LookupRecorder::Flush() {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (file_ != nullptr) std::fflush(file_);
 }
 
 absl::Status LookupRecorder::Reopen() {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (file_ != nullptr) std::fclose(file_);
   file_ = nullptr;
   KVTIER_ASSIGN_OR_RETURN(file_, OpenForAppend(path_));
@@ -69,7 +69,7 @@ absl::Status LookupRecorder::Reopen() {
 }
 
 uint64_t LookupRecorder::lines() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return lines_;
 }
 

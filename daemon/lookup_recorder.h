@@ -18,9 +18,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/status.h"
 #include "index/block_key.h"
@@ -48,10 +49,10 @@ class LookupRecorder {
 
   const std::string path_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  mutable std::mutex mu_;
-  std::FILE* file_;     // guarded by mu_
-  uint64_t lines_ = 0;  // guarded by mu_
-  std::string line_;    // scratch, guarded by mu_
+  mutable absl::Mutex mu_;
+  std::FILE* file_ ABSL_GUARDED_BY(mu_);
+  uint64_t lines_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string line_ ABSL_GUARDED_BY(mu_);  // scratch
 };
 
 }  // namespace kvtier

@@ -248,7 +248,7 @@ void DaemonMetrics::ObserveTierMove(const TierMove& move, double seconds) {
 }
 
 void DaemonMetrics::AddCopiedBytes(CopyDirection direction, uint64_t bytes) {
-  copied_bytes_[static_cast<int>(direction)]->Increment(static_cast<double>(bytes));
+  copied_bytes_[static_cast<size_t>(direction)]->Increment(static_cast<double>(bytes));
 }
 
 void DaemonMetrics::SetConnectedClients(uint64_t clients) {

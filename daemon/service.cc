@@ -56,14 +56,14 @@ struct GetBatch {
 Session::~Session() { service_.Close(*this); }
 
 size_t Session::leases_held() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& [key, count] : leases_) n += count;
   return n;
 }
 
 size_t Session::puts_pending() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return pending_puts_.size();
 }
 
@@ -87,7 +87,7 @@ absl::StatusOr<std::shared_ptr<Session>> Service::Open(const Namespace& ns) {
 
 void Service::Close(Session& session) {
   {
-    std::lock_guard lock(session.mu_);
+    absl::MutexLock lock(&session.mu_);
     if (session.closed_) return;
     session.closed_ = true;
   }
@@ -100,7 +100,7 @@ void Service::ReleaseAll(Session& session) {
   absl::flat_hash_map<BlockKey, uint32_t> leases;
   absl::flat_hash_map<BlockKey, Session::OpenPut> puts;
   {
-    std::lock_guard lock(session.mu_);
+    absl::MutexLock lock(&session.mu_);
     leases.swap(session.leases_);
     puts.swap(session.pending_puts_);
   }
@@ -136,7 +136,7 @@ GetResult Service::SettleGet(Session& session, const BlockKey& key,
                              absl::StatusOr<LeasedBlock> got) {
   if (!got.ok()) return GetResult{StatusOf(got.status()), kNoSlot, 0};
   {
-    std::lock_guard lock(session.mu_);
+    absl::MutexLock lock(&session.mu_);
     if (!session.closed_) {
       ++session.leases_[key];
       leases_.fetch_add(1, std::memory_order_relaxed);
@@ -186,7 +186,7 @@ std::vector<BlockStatus> Service::Release(Session& session, absl::Span<const Blo
   for (size_t i = 0; i < keys.size(); ++i) {
     const BlockKey key = scope_.Scope(session.root_, keys[i]);
     {
-      std::lock_guard lock(session.mu_);
+      absl::MutexLock lock(&session.mu_);
       auto it = session.leases_.find(key);
       if (session.closed_ || it == session.leases_.end()) continue;
       if (--it->second == 0) session.leases_.erase(it);
@@ -227,7 +227,7 @@ BlockStatus Service::BeginOne(Session& session, const PutBeginItem& item, SlotId
     tiers_.CountPutAlreadyPresent();
     return BlockStatus::kAlreadyPresent;
   }
-  std::lock_guard lock(session.mu_);
+  absl::MutexLock lock(&session.mu_);
   if (session.closed_ || session.pending_puts_.contains(key)) return BlockStatus::kInvalid;
   absl::StatusOr<SlotId> slot = tiers_.AllocateForPut();
   if (!slot.ok()) return StatusOf(slot.status());
@@ -262,7 +262,7 @@ void Service::TakeOpenPuts(Session& session, absl::Span<const PutCommitItem> ite
                            std::vector<Committing>& out) {
   out.resize(items.size());
   for (size_t i = 0; i < items.size(); ++i) out[i].key = scope_.Scope(session.root_, items[i].key);
-  std::lock_guard lock(session.mu_);
+  absl::MutexLock lock(&session.mu_);
   if (session.closed_) return;
   for (Committing& c : out) {
     auto it = session.pending_puts_.find(c.key);
@@ -332,7 +332,7 @@ std::vector<BlockStatus> Service::PutAbort(Session& session, absl::Span<const Bl
     const BlockKey key = scope_.Scope(session.root_, keys[i]);
     SlotId slot;
     {
-      std::lock_guard lock(session.mu_);
+      absl::MutexLock lock(&session.mu_);
       auto it = session.pending_puts_.find(key);
       if (it == session.pending_puts_.end()) continue;
       slot = it->second.slot;

@@ -15,11 +15,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "daemon/key_scope.h"
 #include "index/namespace.h"
@@ -86,8 +87,8 @@ class Session {
   uint64_t id() const { return id_; }
   const Namespace& ns() const { return ns_; }
   uint64_t namespace_id() const { return root_.lo; }
-  size_t leases_held() const;
-  size_t puts_pending() const;
+  size_t leases_held() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t puts_pending() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   friend class Service;
@@ -98,16 +99,18 @@ class Session {
   const Namespace ns_;
   const BlockKey root_;
   const uint64_t id_;
-  mutable std::mutex mu_;
   struct OpenPut {
     SlotId slot = kNoSlot;
     uint32_t payload_bytes = 0;
     std::optional<BlockKey> parent;  // daemon key
     std::chrono::steady_clock::time_point begun;
   };
-  bool closed_ = false;                                  // guarded by mu_
-  absl::flat_hash_map<BlockKey, uint32_t> leases_;       // daemon key -> leases held; by mu_
-  absl::flat_hash_map<BlockKey, OpenPut> pending_puts_;  // daemon key -> its put; by mu_
+  // Held only around the session's own bookkeeping, never across a tier manager call that may
+  // wait (AllocateForPut never waits).
+  mutable absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<BlockKey, uint32_t> leases_ ABSL_GUARDED_BY(mu_);  // daemon key -> leases
+  absl::flat_hash_map<BlockKey, OpenPut> pending_puts_ ABSL_GUARDED_BY(mu_);  // daemon key -> put
 };
 
 // A put_commit carrying at least this many payload bytes is verified on the pool.
@@ -180,10 +183,12 @@ class Service {
 
  private:
   friend class Session;
-  void ReleaseAll(Session& session);
+  void ReleaseAll(Session& session) ABSL_LOCKS_EXCLUDED(session.mu_);
   // Records the outcome of one block of a Get for `session` (a lease, unless the session closed).
-  GetResult SettleGet(Session& session, const BlockKey& key, absl::StatusOr<LeasedBlock> got);
-  BlockStatus BeginOne(Session& session, const PutBeginItem& item, SlotId* slot_out);
+  GetResult SettleGet(Session& session, const BlockKey& key, absl::StatusOr<LeasedBlock> got)
+      ABSL_LOCKS_EXCLUDED(session.mu_);
+  BlockStatus BeginOne(Session& session, const PutBeginItem& item, SlotId* slot_out)
+      ABSL_LOCKS_EXCLUDED(session.mu_);
   // put_commit in three steps: take each item's open put from the session; hash the payloads
   // (on verify_pool_ when the commit is large); publish or refuse each.
   struct Committing {
@@ -193,7 +198,7 @@ class Service {
     bool bad_sum = false;  // verify_puts found the payload differs from the checksum
   };
   void TakeOpenPuts(Session& session, absl::Span<const PutCommitItem> items,
-                    std::vector<Committing>& out);
+                    std::vector<Committing>& out) ABSL_LOCKS_EXCLUDED(session.mu_);
   void VerifyPayloads(absl::Span<const PutCommitItem> items, std::vector<Committing>& puts);
   BlockStatus Publish(Session& session, const PutCommitItem& item, Committing& c);
 
