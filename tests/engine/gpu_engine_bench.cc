@@ -162,21 +162,20 @@ void Prefill(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSample
   }
 }
 
-// ms per decode step after a prompt of `context` tokens.
-double DecodeMs(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler,
-                int64_t context) {
+// ms per decode step after a prompt of `context` tokens; an error instead of dying, so that one
+// path failing (e.g. a library call that a graph cannot record) leaves the others measured.
+absl::StatusOr<double> DecodeMs(const Flags& f, GpuModel& model, GpuKvPool& pool,
+                                engine::GpuSampler& sampler, int64_t context) {
   GpuSequence seq(model, pool);
-  const float* logits =
-      Take(seq.Append(RandomIds(context, model.config().vocab_size, 2), false), "prompt");
-  int32_t token = Take(sampler.Choose(logits, {}, 0, model.stream()), "token");
-  for (int i = 0; i < 3; ++i) {  // warm-up (records the graph of this bucket)
-    logits = Take(seq.Append({&token, 1}, false), "decode");
-    token = Take(sampler.Choose(logits, {}, 0, model.stream()), "token");
-  }
-  const Clock::time_point t0 = Clock::now();
-  for (int i = 0; i < f.decode_steps; ++i) {
-    logits = Take(seq.Append({&token, 1}, false), "decode");
-    token = Take(sampler.Choose(logits, {}, 0, model.stream()), "token");
+  KVTIER_ASSIGN_OR_RETURN(
+      const float* logits,
+      seq.Append(RandomIds(context, model.config().vocab_size, 2), /*all_logits=*/false));
+  KVTIER_ASSIGN_OR_RETURN(int32_t token, sampler.Choose(logits, {}, 0, model.stream()));
+  Clock::time_point t0 = Clock::now();
+  for (int i = -3; i < f.decode_steps; ++i) {  // 3 warm-up steps (they record the graph)
+    if (i == 0) t0 = Clock::now();
+    KVTIER_ASSIGN_OR_RETURN(logits, seq.Append({&token, 1}, false));
+    KVTIER_ASSIGN_OR_RETURN(token, sampler.Choose(logits, {}, 0, model.stream()));
   }
   return Ms(Clock::now() - t0) / f.decode_steps;
 }
@@ -195,17 +194,74 @@ void Decode(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler
     for (const Path& p : {Path{"gemv+graphs", true, true}, Path{"gemv", true, false},
                           Path{"cublaslt", false, false}, Path{"cublaslt+graphs", false, true}}) {
       model.SetDecodePath(p.gemv, p.graphs);
-      const double ms = DecodeMs(f, model, pool, sampler, context);
+      const absl::StatusOr<double> ms = DecodeMs(f, model, pool, sampler, context);
+      if (!ms.ok()) {
+        std::printf("{\"what\": \"decode\", \"path\": \"%s\", \"error\": \"%s\"}\n", p.name,
+                    std::string(ms.status().message()).c_str());
+        continue;
+      }
       std::printf(
           "{\"what\": \"decode\", \"engine\": \"kvtier-gpu\", \"path\": \"%s\", "
           "\"batch\": 1, \"context\": %lld, \"ms_per_token\": %.3f, \"weights_gb\": %.2f, "
           "\"roofline_ms\": %.3f, \"of_roofline\": %.3f, \"read_gbps\": %.0f}\n",
-          p.name, static_cast<long long>(context), ms, step_bytes / 1e9, roofline_ms,
-          roofline_ms / ms, step_bytes / (ms / 1e3) / 1e9);
+          p.name, static_cast<long long>(context), *ms, step_bytes / 1e9, roofline_ms,
+          roofline_ms / *ms, step_bytes / (*ms / 1e3) / 1e9);
       std::fflush(stdout);
     }
   }
   model.SetDecodePath(true, true);
+}
+
+// The decode step's linear layers alone (m = 1, the model's own weights): Gemv and cuBLASLt, each
+// shape 20 times back to back, as read GB/s (weight bytes over the time).
+void DecodeLinears(GpuModel& model, const Ceilings& c) {
+  const engine::ModelConfig& cfg = model.config();
+  const int64_t hidden = cfg.hidden_size, inter = cfg.intermediate_size;
+  const int64_t qkv = cfg.q_dim() + 2 * cfg.kv_dim();
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{"qkv", qkv, hidden},
+                          {"o_proj", hidden, cfg.q_dim()},
+                          {"gate_up", 2 * inter, hidden},
+                          {"down", hidden, inter},
+                          {"lm_head", cfg.vocab_size, hidden}};
+  auto runner = Take(ops::gpu::GemmRunner::Create(), "gemm runner");
+  gpu::Stream stream = Take(gpu::Stream::Create(), "stream");
+  for (const Shape& sh : shapes) {
+    const size_t w_bytes = static_cast<size_t>(sh.n * sh.k * 2);
+    void* w = Take(gpu::DeviceAlloc(w_bytes), "alloc");
+    void* x = Take(gpu::DeviceAlloc(static_cast<size_t>(sh.k * 2)), "alloc");
+    void* y = Take(gpu::DeviceAlloc(static_cast<size_t>(sh.n * 4)), "alloc");
+    Check(gpu::MemsetAsync(w, 0x3c, w_bytes, stream.handle()), "fill");
+    Check(gpu::MemsetAsync(x, 0x3c, static_cast<size_t>(sh.k * 2), stream.handle()), "fill");
+    const bool y_float = std::string(sh.name) == "lm_head";
+    const ops::gpu::GemmArgs args{
+        .x = x, .w = w, .m = 1, .n = sh.n, .k = sh.k, .y = y, .y_float = y_float};
+    const double gemv =
+        bench::BestSeconds(kProgram, 5, stream.handle(),
+                           [&] {
+                             for (int i = 0; i < 20; ++i)
+                               Check(ops::gpu::Gemv(model.dtype(), args, stream.handle()), "gemv");
+                           }) /
+        20;
+    const double lt =
+        bench::BestSeconds(kProgram, 5, stream.handle(),
+                           [&] {
+                             for (int i = 0; i < 20; ++i)
+                               Check(runner->Run(model.dtype(), args, stream.handle()), "gemm");
+                           }) /
+        20;
+    std::printf(
+        "{\"what\": \"decode_linear\", \"name\": \"%s\", \"n\": %lld, \"k\": %lld, "
+        "\"gemv_us\": %.1f, \"gemv_gbps\": %.0f, \"cublaslt_us\": %.1f, "
+        "\"cublaslt_gbps\": %.0f, \"copy_ceiling_gbps\": %.0f}\n",
+        sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k), gemv * 1e6,
+        w_bytes / gemv / 1e9, lt * 1e6, w_bytes / lt / 1e9, c.copy_gbps);
+    for (void* p : {w, x, y}) Check(gpu::DeviceFree(p), "free");
+  }
+  std::fflush(stdout);
 }
 
 size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
@@ -299,6 +355,7 @@ int Main(int argc, char** argv) {
   auto sampler = Take(engine::GpuSampler::Create(cfg.vocab_size), "sampler");
   if (!f.golden.empty()) CompareGolden(f, *model, *pool, *sampler);
   Prefill(f, *model, *pool, *sampler, c, params);
+  if (!f.decode_contexts.empty()) DecodeLinears(*model, c);
   Decode(f, *model, *pool, *sampler, c);
   return 0;
 }

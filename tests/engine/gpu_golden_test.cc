@@ -3,15 +3,18 @@
 // give transformers' float32 logits within the stated tolerance and its greedy continuations token
 // for token. Skips, saying why, without a GPU (the CPU-only build, or no device).
 //
-// Tolerance: the GPU computes in 16-bit floats what the goldens computed in float32, so logits
-// differ by the rounding of weights and activations, not by summation order. Measured on the H100
-// (see MaxError's report in the log): bf16 within kBf16Tolerance, fp16 within kFp16Tolerance, each
-// a bound on |gpu - golden| / max(1, |golden|) with about 2x room over the worst case seen. A wrong
-// RoPE, mask, norm or bias moves logits by far more (the CPU golden test's note).
+// Tolerance: the GPU computes in 16-bit floats what the goldens computed in float32 (two of the
+// models were saved in float32, so their weights are rounded too), so logits differ by the rounding
+// of weights and activations, not by summation order. The measure is |gpu - golden| /
+// max(1, |golden|); the worst seen on the H100 (each test prints its own as "[ measured ]") was
+// 0.049 in bf16 and 0.0087 in fp16, over every position of every prompt of the four models;
+// kBf16Tolerance and kFp16Tolerance allow 2x that. A wrong RoPE, mask, norm or bias moves logits
+// by far more (the CPU golden test's note).
 //
 // Greedy tokens: a bf16 logit error can flip a token where transformers' top two logits are
-// closer than it, so the 32-step greedy goldens for this test (golden_gpu.json, made by
-// make_gpu_goldens.py) are prompts whose every greedy margin exceeds the bf16 error several times.
+// closer than it (the goldens of golden.json have margins down to 3e-3), so the 32-step greedy
+// goldens for this test (golden_gpu.json, made by make_gpu_goldens.py) are prompts whose every
+// greedy margin is at least 0.07 (0.07-0.31, two prompts of 20 and two of 90 tokens per model).
 // The original goldens' continuations are checked step by step instead (teacher-forced): the GPU
 // decodes transformers' token each step and its logits must stay within tolerance.
 #include <gtest/gtest.h>
@@ -37,8 +40,8 @@ namespace {
 using Json = nlohmann::json;
 using ops::gpu::DType;
 
-constexpr float kBf16Tolerance = 0.05f;
-constexpr float kFp16Tolerance = 0.01f;
+constexpr float kBf16Tolerance = 0.1f;
+constexpr float kFp16Tolerance = 0.02f;
 
 std::string ModelDir(const std::string& name) {
   return std::string(KVTIER_SOURCE_DIR) + "/tests/engine/data/models/" + name;

@@ -47,10 +47,10 @@ def main():
     a = ap.parse_args()
     t0 = time.time()
     cfg = transformers.LlamaConfig(**LLAMA31_8B)
-    torch.manual_seed(0)
-    with torch.device("meta"):
-        model = transformers.LlamaForCausalLM(cfg)
-    model = model.to_empty(device="cuda").to(torch.bfloat16)
+    with torch.device("meta"):  # as hf_llama_bench.py builds it: bf16 from the start
+        model = transformers.AutoModelForCausalLM.from_config(
+            cfg, attn_implementation="sdpa", torch_dtype=torch.bfloat16)
+    model = model.to_empty(device="cuda")
     gen = torch.Generator(device="cuda").manual_seed(0)
     for name, p in model.named_parameters():
         if "norm" in name:
@@ -66,7 +66,6 @@ def main():
                         generator=torch.Generator(device="cuda").manual_seed(1))
     golden = dict(ids=ids[0].tolist(), transformers=transformers.__version__,
                   torch=torch.__version__)
-    model.config._attn_implementation = "sdpa"
     golden["hf_bf16"] = run(model, ids)
     model = model.float()
     golden["hf_fp32"] = run(model, ids)
