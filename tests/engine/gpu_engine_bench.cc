@@ -118,11 +118,14 @@ Ceilings MeasureCeilings(gpu::StreamHandle stream) {
     Check(runner->Run(ops::gpu::DType::kBf16, args, stream), "gemm");
   });
   c.gemm_tflops = 2.0 * kN * kN * kN / s / 1e12;
-  const size_t copy = size_t{1} << 30;
-  const double cs = bench::BestSeconds(kProgram, 10, stream,
-                                       [&] { Check(gpu::CopyAsync(y, a, copy, stream), "copy"); });
-  c.copy_gbps = 2.0 * static_cast<double>(copy) / cs / 1e9;
   for (void* p : {a, b, y}) Check(gpu::DeviceFree(p), "free");
+  const size_t copy = size_t{1} << 30;
+  void* from = Take(gpu::DeviceAlloc(copy), "alloc");
+  void* to = Take(gpu::DeviceAlloc(copy), "alloc");
+  const double cs = bench::BestSeconds(
+      kProgram, 10, stream, [&] { Check(gpu::CopyAsync(to, from, copy, stream), "copy"); });
+  c.copy_gbps = 2.0 * static_cast<double>(copy) / cs / 1e9;
+  for (void* p : {from, to}) Check(gpu::DeviceFree(p), "free");
   return c;
 }
 
