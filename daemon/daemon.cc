@@ -36,9 +36,9 @@ void FlushT1OnStop(TierManager& tiers, const DaemonSettings& settings) {
   const std::string summary = fmt::format(
       "{} blocks written to T2, {} not (refused by T2's admission or failed), {} left in T1 "
       "(leased{}), in {:.3f} s",
-      after.demotions - before.demotions,
-      (after.demotions_rejected - before.demotions_rejected) +
-          (after.demotion_failures - before.demotion_failures),
+      after.tier(Tier::kT1).moved_down - before.tier(Tier::kT1).moved_down,
+      (after.tier(Tier::kT1).rejected - before.tier(Tier::kT1).rejected) +
+          (after.tier(Tier::kT1).move_down_failures - before.tier(Tier::kT1).move_down_failures),
       tiers.t1().Stats().used_slots, finished ? "" : ", or daemon.flush_on_stop_seconds ran out",
       took.count());
   if (finished) {

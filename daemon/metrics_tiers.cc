@@ -73,40 +73,48 @@ std::vector<MetricFamily> CapacityFamilies(const TierSnapshot& s) {
           std::move(ready)};
 }
 
+// The tiers this daemon runs, fastest first.
+std::vector<Tier> PresentTiers(const TierSnapshot& s) {
+  std::vector<Tier> tiers;
+  if (s.has_t0) tiers.push_back(Tier::kT0);
+  tiers.push_back(Tier::kT1);
+  if (s.has_t2) tiers.push_back(Tier::kT2);
+  return tiers;
+}
+
 // Where blocks went when they left a tier, and the integrity checks that dropped some.
 std::vector<MetricFamily> EvictionFamilies(const TierSnapshot& s) {
   const TierManagerStats& m = s.manager;
   MetricFamily evictions =
       NewFamily("kvtier_evictions_total",
                 "Blocks the tier's eviction policy chose to leave the tier.", MetricType::Counter);
-  AddTierSample(evictions, Tier::kT1, static_cast<double>(m.t1_evictions));
   MetricFamily clean = NewFamily("kvtier_clean_evictions_total",
                                  "Evicted blocks that already had a copy in the tier below, so "
                                  "leaving cost no write.",
                                  MetricType::Counter);
-  AddTierSample(clean, Tier::kT1, static_cast<double>(m.t1_clean_evictions));
   MetricFamily dropped = NewFamily("kvtier_dropped_blocks_total",
                                    "Evicted blocks that left the tier with no copy below (gone).",
                                    MetricType::Counter);
-  AddTierSample(dropped, Tier::kT1, static_cast<double>(m.t1_dropped));
   MetricFamily rejected = NewFamily("kvtier_admissions_rejected_total",
                                     "Blocks offered to the tier (demotions) that its admission "
                                     "policy refused, or that came while it was not admitting.",
                                     MetricType::Counter);
+  const std::vector<Tier> tiers = PresentTiers(s);
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    const RungCounters& c = m.tier(tiers[i]);
+    AddTierSample(evictions, tiers[i], static_cast<double>(c.evictions));
+    AddTierSample(clean, tiers[i], static_cast<double>(c.clean_evictions));
+    AddTierSample(dropped, tiers[i], static_cast<double>(c.dropped));
+    // A victim's refusal is counted on its own tier; the metric names the tier that refused.
+    if (i + 1 < tiers.size())
+      AddTierSample(rejected, tiers[i + 1], static_cast<double>(c.rejected));
+  }
   MetricFamily checksum = NewFamily("kvtier_checksum_failures_total",
                                     "Blocks dropped because their payload did not match its "
                                     "checksum (T1: changed after commit; T2: failed a read).",
                                     MetricType::Counter);
   AddTierSample(checksum, Tier::kT1, static_cast<double>(m.integrity_drops));
-  if (s.has_t0) {
-    AddTierSample(evictions, Tier::kT0, static_cast<double>(m.t0_evictions));
-    AddTierSample(clean, Tier::kT0, static_cast<double>(m.t0_clean_evictions));
-  }
-  if (s.has_t2) {
-    AddTierSample(evictions, Tier::kT2, static_cast<double>(m.t2_evictions));
-    AddTierSample(rejected, Tier::kT2, static_cast<double>(m.demotions_rejected));
-    AddTierSample(checksum, Tier::kT2, static_cast<double>(s.t2.checksum_failures));
-  }
+  if (s.has_t2) AddTierSample(checksum, Tier::kT2, static_cast<double>(s.t2.checksum_failures));
   return {std::move(evictions), std::move(clean), std::move(dropped), std::move(rejected),
           std::move(checksum)};
 }
@@ -123,19 +131,22 @@ std::vector<MetricFamily> PutGetFamilies(const TierSnapshot& s) {
   MetricFamily gets =
       NewFamily("kvtier_get_blocks_total", "Blocks requested for loading, by how they were served.",
                 MetricType::Counter);
-  AddSample(gets, {{"result", "t1"}}, static_cast<double>(m.gets_t1));
-  AddSample(gets, {{"result", "promoted"}}, static_cast<double>(m.gets_promoted));
+  AddSample(gets, {{"result", "t1"}}, static_cast<double>(m.tier(Tier::kT1).hits));
+  AddSample(gets, {{"result", "promoted"}}, static_cast<double>(m.tier(Tier::kT1).gets_promoted));
   AddSample(gets, {{"result", "missing"}}, static_cast<double>(m.gets_missing));
   if (s.has_t0) {
-    AddSample(gets, {{"result", "t0"}}, static_cast<double>(m.gets_t0));
-    AddSample(gets, {{"result", "promoted_t0"}}, static_cast<double>(m.gets_promoted_t0));
+    AddSample(gets, {{"result", "t0"}}, static_cast<double>(m.tier(Tier::kT0).hits));
+    AddSample(gets, {{"result", "promoted_t0"}},
+              static_cast<double>(m.tier(Tier::kT0).gets_promoted));
   }
   MetricFamily promotion_failures =
       NewFamily("kvtier_promotion_failures_total",
-                "Promotions into T1 that failed (read error, checksum).", MetricType::Counter);
-  AddSample(promotion_failures, {{"tier", "T1"}}, static_cast<double>(m.promotion_failures));
-  if (s.has_t0) {
-    AddSample(promotion_failures, {{"tier", "T0"}}, static_cast<double>(m.t0_promotion_failures));
+                "Copies into the tier for a read that failed (read error, checksum, no room).",
+                MetricType::Counter);
+  for (Tier t : PresentTiers(s)) {
+    if (t == Tier::kT2) continue;  // never read into
+    AddSample(promotion_failures, {{"tier", std::string(TierName(t))}},
+              static_cast<double>(m.tier(t).promotion_failures));
   }
   std::vector<MetricFamily> out;
   for (MetricFamily* f : {&puts, &gets, &promotion_failures}) out.push_back(std::move(*f));
@@ -149,21 +160,23 @@ std::vector<MetricFamily> DemotionFamilies(const TierSnapshot& s) {
       "kvtier_demotions_total",
       "Blocks written down one tier (T0 to T1, T1 to T2), by the tier they left and outcome.",
       MetricType::Counter);
-  AddSample(demotions, {{"result", "written"}, {"tier", "T1"}}, static_cast<double>(m.demotions));
-  AddSample(demotions, {{"result", "failed"}, {"tier", "T1"}},
-            static_cast<double>(m.demotion_failures));
-  MetricFamily in_flight = NewFamily("kvtier_demotions_in_flight",
-                                     "Demotions started and not yet complete.", MetricType::Gauge);
-  AddSample(in_flight, {}, static_cast<double>(m.demotions_in_flight));
+  for (Tier t : PresentTiers(s)) {
+    if (t == Tier::kT2) continue;  // the last tier: its victims are deleted
+    const std::string name(TierName(t));
+    AddSample(demotions, {{"result", "written"}, {"tier", name}},
+              static_cast<double>(m.tier(t).moved_down));
+    AddSample(demotions, {{"result", "failed"}, {"tier", name}},
+              static_cast<double>(m.tier(t).move_down_failures));
+  }
+  MetricFamily in_flight =
+      NewFamily("kvtier_demotions_in_flight",
+                "Moves between tiers (demotions, and promotions for reads) started and not yet "
+                "complete.",
+                MetricType::Gauge);
+  AddSample(in_flight, {}, static_cast<double>(m.moves_in_flight));
   MetricFamily recovered = NewFamily(
       "kvtier_recovered_blocks", "Blocks found in T2 at start (warm restart).", MetricType::Gauge);
   AddSample(recovered, {}, static_cast<double>(m.recovered_blocks));
-  if (s.has_t0) {
-    AddSample(demotions, {{"result", "written"}, {"tier", "T0"}},
-              static_cast<double>(m.t0_demotions));
-    AddSample(demotions, {{"result", "failed"}, {"tier", "T0"}},
-              static_cast<double>(m.t0_demotion_failures));
-  }
   std::vector<MetricFamily> out;
   for (MetricFamily* f : {&demotions, &in_flight, &recovered}) out.push_back(std::move(*f));
   if (s.has_t0 || s.has_t2) {

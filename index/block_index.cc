@@ -30,14 +30,7 @@ absl::Status CheckTier(Tier tier) {
   return absl::InvalidArgumentError("no such tier: " + std::to_string(static_cast<int>(tier)));
 }
 
-int Index(Tier tier) { return static_cast<int>(tier); }
-
 }  // namespace
-
-std::string_view TierName(Tier tier) {
-  static constexpr std::array<std::string_view, kNumTiers> kNames = {"T0", "T1", "T2"};
-  return Index(tier) < kNumTiers ? kNames[Index(tier)] : "T?";
-}
 
 absl::Status BlockIndexOptions::Validate() const {
   if (num_shards == 0 || num_shards > 4096 || !std::has_single_bit(num_shards)) {

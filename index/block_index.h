@@ -38,6 +38,7 @@
 #include "common/status.h"
 #include "index/block_key.h"
 #include "index/eviction_policy.h"
+#include "index/tier.h"
 
 namespace kvtier {
 
@@ -45,20 +46,6 @@ namespace internal {
 class BlockIndexShard;
 class Entry;
 }  // namespace internal
-
-enum class Tier : uint8_t { kT0 = 0, kT1 = 1, kT2 = 2 };  // GPU HBM, pinned host DRAM, NVMe
-inline constexpr int kNumTiers = 3;
-// "T0", "T1" or "T2".
-std::string_view TierName(Tier tier);
-
-// Set of tiers: bit t is set when the block is present in Tier t.
-using TierMask = uint8_t;
-constexpr TierMask TierBit(Tier tier) {
-  return static_cast<TierMask>(1u << static_cast<int>(tier));
-}
-
-// "No block": an absent parent link, never a valid id.
-inline constexpr BlockId kNoBlock = UINT32_MAX;
 
 // A copy of one block's metadata, taken under its shard's lock.
 struct BlockInfo {

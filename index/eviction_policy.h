@@ -40,6 +40,8 @@
 namespace kvtier {
 
 using BlockId = uint32_t;
+// "No block": an absent parent link, never a valid id.
+inline constexpr BlockId kNoBlock = UINT32_MAX;
 
 class EvictionPolicy {
  public:

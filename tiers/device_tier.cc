@@ -92,8 +92,10 @@ absl::Status DeviceTierOptions::Validate() const {
   return absl::OkStatus();
 }
 
-DeviceTier::DeviceTier(int device, void* base, size_t size, uint32_t slot_bytes)
+DeviceTier::DeviceTier(int device, std::string pci_bus_id, void* base, size_t size,
+                       uint32_t slot_bytes)
     : device_(device),
+      pci_bus_id_(std::move(pci_bus_id)),
       base_(base),
       size_(size),
       slot_bytes_(slot_bytes),
@@ -112,8 +114,8 @@ absl::StatusOr<std::unique_ptr<DeviceTier>> DeviceTier::Create(const DeviceTierO
                                                pool, options.device, info->name));
   }
   // From here the tier owns the pool: every early return below frees it.
-  std::unique_ptr<DeviceTier> tier(
-      new DeviceTier(options.device, *base, static_cast<size_t>(pool), options.slot_bytes));
+  std::unique_ptr<DeviceTier> tier(new DeviceTier(options.device, info->pci_bus_id, *base,
+                                                  static_cast<size_t>(pool), options.slot_bytes));
   KVTIER_RETURN_IF_ERROR(tier->Start());
   KVTIER_LOG(kInfo, "t0",
              "pool of {} bytes ({} slots of {} bytes) on device {} ({}, {}; {} of {} bytes were "

@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -99,6 +100,9 @@ class DeviceTier final : public StorageTier {
   }
   size_t size() const { return size_; }  // capacity_slots() * slot_bytes()
   int device() const { return device_; }
+  // The device's PCI bus id ("0000:3b:00.0", as gpu::DeviceInfo gives it), read at Create: how a
+  // client finds the same GPU in its own numbering (gpu::DeviceByPciBusId).
+  const std::string& pci_bus_id() const { return pci_bus_id_; }
   // The pool's IPC handle, for clients on this GPU (sent over the control socket).
   const gpu::IpcHandle& ipc_handle() const { return ipc_handle_; }
   uint64_t double_frees() const { return allocator_.double_frees(); }
@@ -115,7 +119,7 @@ class DeviceTier final : public StorageTier {
     IoDone done;
   };
 
-  DeviceTier(int device, void* base, size_t size, uint32_t slot_bytes);
+  DeviceTier(int device, std::string pci_bus_id, void* base, size_t size, uint32_t slot_bytes);
   // Creates the streams and starts the completion thread (Create's second half).
   absl::Status Start();
   // Enqueues one copy on `direction`'s stream and its completion.
@@ -132,6 +136,7 @@ class DeviceTier final : public StorageTier {
   bool ValidSlot(SlotId slot) const { return slot < allocator_.capacity(); }
 
   const int device_;
+  const std::string pci_bus_id_;
   void* const base_;
   const size_t size_;
   const uint32_t slot_bytes_;

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "common/log.h"
-#include "tiers/tier_manager_state.h"
+#include "tiers/mover.h"
 
 namespace kvtier {
 namespace {
@@ -14,6 +14,8 @@ namespace {
 // How often an idle evictor looks at the watermarks without being woken (a safety net: every
 // operation that fills a tier past its high watermark wakes it).
 constexpr int kEvictorPollMs = 100;
+// T2 writes whole 4 KiB blocks (O_DIRECT).
+constexpr uint32_t kT2WriteAlign = 4096;
 
 uint64_t T2Slots(const TierManagerOptions& options) {
   if (!options.t2) return 0;
@@ -46,18 +48,26 @@ absl::Status TierManager::Start() {
   // T0's size is known only now (it may be a fraction of the device's free memory).
   if (options_.index.max_entries == 0 && t0_) index_options.max_entries += t0_->capacity_slots();
   KVTIER_ASSIGN_OR_RETURN(index_, BlockIndex::Create(index_options));
-  state_ = std::make_unique<internal::TierManagerState>(options_, *index_, *t1_, t0_.get());
-  KVTIER_RETURN_IF_ERROR(state_->Init(T2Slots(options_)));
+  std::vector<internal::MoverRung> rungs(kNumTiers);
+  rungs[TierIndex(Tier::kT0)].storage = t0_.get();
+  rungs[TierIndex(Tier::kT0)].client_readable = true;
+  rungs[TierIndex(Tier::kT1)] = internal::MoverRung{t1_.get(), t1_.get(), false, 0, 0, true};
+  internal::MoverRung t2_rung{nullptr, nullptr, options_.t2.has_value(), kT2WriteAlign,
+                              T2Slots(options_)};
+  rungs[TierIndex(Tier::kT2)] = t2_rung;
+  state_ = std::make_unique<internal::Mover>(options_, *index_, std::move(rungs), Tier::kT1);
+  KVTIER_RETURN_IF_ERROR(state_->Init());
   if (options_.t2) {
     NvmeTierOptions t2_options = *options_.t2;
     t2_options.registered_ranges = {RegisteredRange{t1_->base(), t1_->size()}};
-    internal::TierManagerState* state = state_.get();
+    internal::Mover* state = state_.get();
     KVTIER_ASSIGN_OR_RETURN(
         t2_, NvmeTier::Open(t2_options, [state](const BlockRecord& record, SlotId slot) {
           state->AdoptRecovered(record, slot);
         }));
+    t2_rung.storage = t2_.get();
   }
-  state_->AttachT2(t2_.get());
+  state_->AttachPersistent(Tier::kT2, t2_rung);
   KVTIER_LOG(kInfo, "tiers",
              "tier manager up: T0 {} slots, T1 {} slots, T2 {} slots, {} blocks recovered",
              t0_ ? t0_->capacity_slots() : 0, t1_->capacity_slots(),
@@ -87,7 +97,7 @@ void TierManager::EvictorLoop() {
 
 absl::StatusOr<SlotId> TierManager::AllocateForPut() { return state_->AllocateForPut(); }
 
-void TierManager::AbortPut(SlotId slot) { t1_->Free(slot); }
+void TierManager::AbortPut(SlotId slot) { state_->AbortPut(slot); }
 
 absl::StatusOr<CommitOutcome> TierManager::CommitPut(const PutCommit& put, SlotId slot) {
   return state_->Commit(put, slot);
@@ -110,7 +120,7 @@ absl::Status TierManager::Drop(const BlockKey& key) { return state_->Drop(key); 
 void TierManager::Quiesce() { state_->Quiesce(); }
 
 bool TierManager::FlushT1(std::chrono::steady_clock::time_point deadline) {
-  return state_->FlushT1(deadline);
+  return state_->Flush(deadline);
 }
 
 TierManagerStats TierManager::Stats() const { return state_->Stats(); }

@@ -1,6 +1,7 @@
 // TierManager: the daemon's memory. It owns the block index and the tiers (T1 host, optional T0
-// GPU and T2 NVMe), and moves blocks between them (DESIGN.md "Data flow", "Demotion and
-// eviction"):
+// GPU and T2 NVMe), and moves blocks between them with one generic mover (tiers/mover.h) that
+// follows the ladder's rules (tiers/ladder.h, shared with `kvtier replay`) (DESIGN.md "Data flow",
+// "Demotion and eviction"):
 //
 //  * Store. AllocateForPut hands out a T1 slot; the writer fills it; CommitPut publishes it to the
 //    index (or, when the key is already present, frees the slot: a prefix is stored once).
@@ -11,14 +12,14 @@
 //    -> T1 -> T0 for a block only in T2), one transfer per block however many Gets wait for it,
 //    keeping the T1 copy. A T1 Get of a block whose only fast copy is in T0 copies it T0 -> T1.
 //  * Eviction. Each tier has a high and a low watermark. When a tier fills past its high watermark
-//    the evictor thread asks the tier's policy (index/) for victims until occupancy is back at the
-//    low watermark. A T1 victim already in T2 (clean) just leaves T1; otherwise it is offered to
-//    T2's admission policy and, when admitted, written to T2 and only then freed from T1; otherwise
-//    it is dropped. T2 victims are deleted. A T0 victim that still has its T1 copy just leaves T0;
-//    otherwise it is copied T0 -> T1 (into a slot T1 can give without waiting; else it waits in
-//    T0, or leaves if T2 holds it) and only then freed from T0. Leased blocks are never evicted,
-//    in any tier. In leaf-first mode a tier evicts only blocks with no child resident in it,
-//    falling back to any block when none is a leaf.
+//    the evictor thread sheds it (tiers bottom-up) until occupancy is back at the low watermark,
+//    by the ladder's rules: a victim with a copy in a lower tier just leaves; otherwise the next
+//    tier down (T0 -> T1, T1 -> T2) receives it when it admits it (T2's admission policy; T1
+//    admits all), and the victim is freed only once its copy there is published; otherwise it is
+//    dropped. T2 victims are deleted. A victim whose lower tier is full of leased or moving
+//    blocks waits, back in its policy. Leased blocks are never evicted, in any tier. In
+//    leaf-first mode a tier evicts only blocks with no child resident in it, falling back to any
+//    block when none is a leaf.
 //  * Moves while reading. A block being demoted stays in T1, readable, until its T2 copy is
 //    committed; if it was leased meanwhile it stays in T1 (now clean). Reads of different blocks
 //    never wait for each other: the manager's lock covers only policy bookkeeping, never a copy or
@@ -49,58 +50,11 @@
 
 #include "tiers/device_tier.h"
 #include "tiers/host_tier.h"
+#include "tiers/mover.h"
 #include "tiers/nvme_tier.h"
 #include "tiers/tier_manager_options.h"
 
 namespace kvtier {
-
-namespace internal {
-class TierManagerState;
-}
-
-// A block a Get leased, ready in the Get's target tier: its bytes are
-// t1().SlotData(slot)[0, payload_bytes) for T1, device bytes t0()->SlotData(slot)[0,
-// payload_bytes) for T0.
-struct LeasedBlock {
-  SlotId slot = kNoSlot;
-  uint32_t payload_bytes = 0;
-  Tier tier = Tier::kT1;
-};
-using GetDone = std::function<void(absl::StatusOr<LeasedBlock>)>;
-
-// What CommitPut publishes.
-struct PutCommit {
-  BlockKey key;
-  uint64_t namespace_id = 0;
-  uint32_t payload_bytes = 0;        // <= t1 slot_bytes
-  uint64_t checksum = 0;             // XXH3-64 of the payload as the writer wrote it; 0 = not given
-  const BlockKey* parent = nullptr;  // the previous block of the sequence; null for the first
-};
-enum class CommitOutcome { kStored, kAlreadyPresent };
-
-// Counters since start (blocks unless named _bytes).
-struct TierManagerStats {
-  uint64_t puts_committed = 0, puts_already_present = 0, puts_refused_full = 0;
-  uint64_t gets_t1 = 0, gets_promoted = 0, gets_missing = 0, promotion_failures = 0;
-  uint64_t t1_evictions = 0;         // victims chosen by T1's policy
-  uint64_t t1_clean_evictions = 0;   // of those, already in T2: left T1 with no write
-  uint64_t demotions = 0;            // written to T2 and committed
-  uint64_t demotion_failures = 0;    // T2 write failed; the block was dropped
-  uint64_t demotions_rejected = 0;   // T2's admission said no, or T2 was not admitting
-  uint64_t t1_dropped = 0;           // victims that left T1 without a lower copy (gone)
-  uint64_t t2_evictions = 0;         // victims chosen by T2's policy (deleted)
-  uint64_t integrity_drops = 0;      // T1 payload differed from the checksum given at commit
-  uint64_t demotions_in_flight = 0;  // now
-  uint64_t recovered_blocks = 0;     // found in T2 at start
-  // T0 (all 0 without it). A T0 Get that had to promote from T2 also counts in gets_promoted.
-  uint64_t gets_t0 = 0;           // T0 Gets served by a T0 copy already there
-  uint64_t gets_promoted_t0 = 0;  // T0 Gets served by a T1 -> T0 copy
-  uint64_t t0_promotion_failures = 0;
-  uint64_t t0_evictions = 0;          // victims chosen by T0's policy
-  uint64_t t0_clean_evictions = 0;    // of those, still in T1 (or in T2 when T1 had no room)
-  uint64_t t0_demotions = 0;          // copied T0 -> T1, then freed from T0
-  uint64_t t0_demotion_failures = 0;  // the T0 -> T1 copy failed; the T0 copy was dropped
-};
 
 class TierManager {
  public:
@@ -177,7 +131,7 @@ class TierManager {
   std::unique_ptr<HostTier> t1_;
   std::unique_ptr<DeviceTier> t0_;
   std::unique_ptr<NvmeTier> t2_;
-  std::unique_ptr<internal::TierManagerState> state_;
+  std::unique_ptr<internal::Mover> state_;
   std::thread evictor_;
 };
 

@@ -5,39 +5,6 @@
 #include <string>
 
 namespace kvtier {
-namespace {
-
-absl::Status Prefixed(const std::string& prefix, const absl::Status& status) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), fmt::format("{}.{}", prefix, std::string(status.message())));
-}
-
-bool InUnitInterval(double x) { return x > 0 && x <= 1; }
-
-}  // namespace
-
-absl::Status TierPolicyOptions::Validate(const std::string& prefix) const {
-  if (!InUnitInterval(high_watermark)) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}.high_watermark: {} is not in (0, 1]", prefix, high_watermark));
-  }
-  if (!InUnitInterval(low_watermark)) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}.low_watermark: {} is not in (0, 1]", prefix, low_watermark));
-  }
-  if (low_watermark > high_watermark) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}.low_watermark: {} is above {}.high_watermark ({})", prefix, low_watermark,
-                    prefix, high_watermark));
-  }
-  EvictionConfig eviction_copy = eviction;
-  eviction_copy.capacity_blocks = 1;  // set from the tier's slots later; only the rest is checked
-  KVTIER_RETURN_IF_ERROR(Prefixed(prefix, eviction_copy.Validate()));
-  AdmissionConfig admission_copy = admission;
-  if (admission_copy.window_blocks == 0) admission_copy.window_blocks = 1;  // 0 = the capacity
-  return Prefixed(prefix, admission_copy.Validate());
-}
-
 absl::Status TierManagerOptions::Validate() const {
   KVTIER_RETURN_IF_ERROR(t1.Validate());
   KVTIER_RETURN_IF_ERROR(t1_policy.Validate("t1"));

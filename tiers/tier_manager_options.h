@@ -14,29 +14,10 @@
 #include "index/eviction_policy.h"
 #include "tiers/device_tier.h"
 #include "tiers/host_tier.h"
+#include "tiers/ladder.h"
 #include "tiers/nvme_options.h"
 
 namespace kvtier {
-
-// How one tier sheds blocks. Occupancy is used slots / capacity slots. When a block enters and the
-// tier is above high_watermark, the manager's evictor wakes and evicts (demoting down a tier where
-// the lower tier admits) until occupancy is at or below low_watermark.
-struct TierPolicyOptions {
-  // Which resident block leaves next; eviction.capacity_blocks is set by the manager from the
-  // tier's slot count (the value here is ignored).
-  EvictionConfig eviction;
-  // Whether a block may enter this tier (new blocks for T1, demoted victims for T2). T1 should stay
-  // "all": a put that was refused would be lost. window_blocks 0 = the tier's capacity in blocks.
-  AdmissionConfig admission;
-  // Prefix-aware: evict only blocks with no resident child in this tier (index/leaf_tracker.h).
-  bool leaf_first = false;
-  // Fractions of capacity in (0, 1]; low_watermark <= high_watermark.
-  double high_watermark = 0.95;
-  double low_watermark = 0.90;
-
-  // OK, or InvalidArgument naming "<prefix>.<field>".
-  absl::Status Validate(const std::string& prefix) const;
-};
 
 // A block move between tiers, as TierManagerOptions::on_move reports it.
 enum class MoveKind : uint8_t {
@@ -76,6 +57,12 @@ struct TierManagerOptions {
   // Demotions in flight at once, per pair of tiers (T1 -> T2 writes, T0 -> T1 copies); more
   // victims wait for a completion. > 0.
   uint32_t max_demotions_in_flight = 64;
+  // Replay-exact mode: the evictor starts one move at a time and looks at the rungs again only
+  // once it has landed, so shedding follows exactly the sequence `kvtier replay` simulates
+  // (tiers/ladder.h). With a client that waits for each operation to settle, the daemon then
+  // places every block as replay does (tests/tiers/ladder_differential_test.cc). Costs throughput
+  // (moves do not overlap); for validating a replay against a real daemon, not for serving.
+  bool settle_each_move = false;
   // Empty: moves are not reported. The daemon feeds its transfer latency histograms from here.
   TierMoveObserver on_move;
 

@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "index/tier.h"
+
 namespace kvtier::protocol {
 
 static_assert(std::endian::native == std::endian::little,
@@ -179,8 +181,8 @@ enum class Op : uint8_t {
 };
 inline constexpr uint8_t kMaxOp = 8;
 
-inline constexpr uint8_t kNumTiers =
-    3;  // tier numbers as index/block_index.h Tier: 0 T0, 1 T1, 2 T2
+// Tier numbers and masks are index/tier.h's: 0 T0, 1 T1, 2 T2.
+inline constexpr uint8_t kNumTiers = static_cast<uint8_t>(kvtier::kNumTiers);
 
 struct RequestRecord {
   uint16_t magic;         // kRequestMagic

@@ -184,14 +184,16 @@ TEST(MetricsTest, DemotionAndPromotionMoveBytesAndEvictionsBetweenT1AndT2) {
   m->Quiesce();  // the promotion's room in T1 may have started one more demotion: let it finish
   page = Scrape(*metrics);
   const TierManagerStats s = m->Stats();
-  ASSERT_GT(s.demotions, 0u);
-  EXPECT_EQ(page.Value("kvtier_demotions_total{result=\"written\",tier=\"T1\"}"), s.demotions);
-  EXPECT_EQ(page.Value("kvtier_evictions_total{tier=\"T1\"}"), s.t1_evictions);
+  ASSERT_GT(s.tier(Tier::kT1).moved_down, 0u);
+  EXPECT_EQ(page.Value("kvtier_demotions_total{result=\"written\",tier=\"T1\"}"),
+            s.tier(Tier::kT1).moved_down);
+  EXPECT_EQ(page.Value("kvtier_evictions_total{tier=\"T1\"}"), s.tier(Tier::kT1).evictions);
   EXPECT_GT(page.Value("kvtier_moved_bytes_total{direction=\"t1_to_t2\"}"), 0);
   EXPECT_LE(page.Value("kvtier_moved_bytes_total{direction=\"t1_to_t2\"}"), payload);
   EXPECT_EQ(page.Value("kvtier_moved_bytes_total{direction=\"t2_to_t1\"}"), testing::SizeOf(0));
   EXPECT_EQ(page.Value("kvtier_get_blocks_total{result=\"promoted\"}"), 1);
-  EXPECT_EQ(page.Value("kvtier_tier_used_bytes{tier=\"T2\"}"), s.demotions * 1.0 * kTestSlot);
+  EXPECT_EQ(page.Value("kvtier_tier_used_bytes{tier=\"T2\"}"),
+            s.tier(Tier::kT1).moved_down * 1.0 * kTestSlot);
   EXPECT_EQ(page.Value("kvtier_checksum_failures_total{tier=\"T2\"}"), 0);
   EXPECT_EQ(page.Value("kvtier_admissions_rejected_total{tier=\"T2\"}"), 0);
   // The op layer's client directions share the family with the tiers' own.
@@ -221,8 +223,8 @@ TEST(MetricsTest, TierMovesFeedThePromoteAndDemoteHistogramsByDirection) {
   ASSERT_TRUE(GetAndVerify(*m, 0).ok());  // evicted long ago: promoted from T2
   page = Scrape(*metrics);
   const TierManagerStats s = m->Stats();
-  ASSERT_GT(s.demotions, 0u);
-  EXPECT_EQ(page.Value("kvtier_transfer_seconds_count" + demote), s.demotions);
+  ASSERT_GT(s.tier(Tier::kT1).moved_down, 0u);
+  EXPECT_EQ(page.Value("kvtier_transfer_seconds_count" + demote), s.tier(Tier::kT1).moved_down);
   EXPECT_GT(page.Value("kvtier_transfer_seconds_sum" + demote), 0);
   EXPECT_EQ(page.Value("kvtier_transfer_seconds_count" + promote), 1);
   EXPECT_GT(page.Value("kvtier_transfer_seconds_sum" + promote), 0);
@@ -244,7 +246,7 @@ TEST(MetricsTest, RejectedAdmissionsAreCountedForT2) {
   MetricsPage page((*metrics)->Render());
   EXPECT_GT(page.Value("kvtier_admissions_rejected_total{tier=\"T2\"}"), 0);
   EXPECT_EQ(page.Value("kvtier_admissions_rejected_total{tier=\"T2\"}"),
-            m->Stats().demotions_rejected);
+            m->Stats().tier(Tier::kT1).rejected);
   EXPECT_EQ(page.Value("kvtier_demotions_total{result=\"written\",tier=\"T1\"}"), 0);
   (*metrics)->WatchTiers(nullptr);
 }

@@ -50,7 +50,7 @@ TEST(TierManagerFaultTest, ACorruptT2CopyIsAMissNeverWrongData) {
   EXPECT_EQ(GetSync(**m, KeyOf(0)).status().code(), absl::StatusCode::kDataLoss);
   EXPECT_FALSE((*m)->index().Find(KeyOf(0)).has_value());  // dropped with its last lease
   EXPECT_EQ(GetSync(**m, KeyOf(0)).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ((*m)->Stats().promotion_failures, 1u);
+  EXPECT_EQ((*m)->Stats().tier(Tier::kT1).promotion_failures, 1u);
   EXPECT_EQ((*m)->t2()->Stats().checksum_failures, 1u);
   for (uint64_t i = 0; i < 20; ++i) {
     const absl::Status st = GetAndVerify(**m, i);

@@ -81,12 +81,15 @@ TEST(TierManagerFlushTest, FlushWritesEveryT1OnlyBlockToT2AndARestartFindsThem) 
   constexpr uint64_t kBlocks = 10;
   for (uint64_t i = 0; i < kBlocks; ++i) ASSERT_EQ(*Put(*m, i), CommitOutcome::kStored);
   m->Quiesce();
-  EXPECT_EQ(m->Stats().demotions, 0u);      // below the watermark: all of them in T1 only
+  EXPECT_EQ(m->Stats().tier(Tier::kT1).moved_down,
+            0u);                            // below the watermark: all of them in T1 only
   ASSERT_TRUE(GetSync(*m, KeyOf(0)).ok());  // leased: it must stay
   ASSERT_TRUE(m->FlushT1(In(60)));
   const TierManagerStats s = m->Stats();
-  EXPECT_EQ(s.demotions, kBlocks - 1);
-  EXPECT_EQ(s.demotion_failures + s.demotions_rejected + s.t1_dropped, 0u);
+  EXPECT_EQ(s.tier(Tier::kT1).moved_down, kBlocks - 1);
+  EXPECT_EQ(
+      s.tier(Tier::kT1).move_down_failures + s.tier(Tier::kT1).rejected + s.tier(Tier::kT1).dropped,
+      0u);
   EXPECT_EQ(m->t1().Stats().used_slots, 1u);
   EXPECT_TRUE(InTier(*m, 0, Tier::kT1));
   ASSERT_TRUE(m->Release(KeyOf(0)).ok());

@@ -160,8 +160,8 @@ TEST(DeviceTierManager, AT0GetPromotesFromT1AndKeepsTheT1Copy) {
   EXPECT_EQ(copies, 10u);
   for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(GetT0AndVerify(*m, i).ok()) << i;
   const TierManagerStats s = m->Stats();
-  EXPECT_EQ(s.gets_promoted_t0, 10u);
-  EXPECT_EQ(s.gets_t0, 10u);
+  EXPECT_EQ(s.tier(Tier::kT0).gets_promoted, 10u);
+  EXPECT_EQ(s.tier(Tier::kT0).hits, 10u);
   EXPECT_EQ(m->t0()->Stats().writes, copies) << "a block already in T0 was copied again";
   const std::vector<double> reported = log.Seconds(MoveKind::kPromotion, Tier::kT1, Tier::kT0);
   EXPECT_EQ(reported.size(), copies) << "one on_move report per T1 -> T0 copy";
@@ -181,8 +181,8 @@ TEST(DeviceTierManager, AT0GetOfABlockOnlyInT2GoesThroughT1) {
   const absl::Status s = GetT0AndVerify(*m, 0);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_TRUE(InTier(*m, 0, Tier::kT0) && InTier(*m, 0, Tier::kT1) && InTier(*m, 0, Tier::kT2));
-  EXPECT_EQ(m->Stats().gets_promoted, 1u);
-  EXPECT_EQ(m->Stats().gets_promoted_t0, 1u);
+  EXPECT_EQ(m->Stats().tier(Tier::kT1).gets_promoted, 1u);
+  EXPECT_EQ(m->Stats().tier(Tier::kT0).gets_promoted, 1u);
 }
 
 TEST(DeviceTierManager, ConcurrentT0GetsOfOneBlockMakeOneT0Copy) {
@@ -205,7 +205,7 @@ TEST(DeviceTierManager, ConcurrentT0GetsOfOneBlockMakeOneT0Copy) {
   EXPECT_EQ(m->t0()->Stats().used_slots, 1u) << "one block, one T0 slot";
   EXPECT_EQ(m->index().Find(KeyOf(5))->leases, uint32_t{kGets});
   const TierManagerStats s = m->Stats();
-  EXPECT_EQ(s.gets_t0 + s.gets_promoted_t0, uint64_t{kGets});
+  EXPECT_EQ(s.tier(Tier::kT0).hits + s.tier(Tier::kT0).gets_promoted, uint64_t{kGets});
   EXPECT_EQ(m->t0()->Stats().writes, 1u);  // joined, or found it there: never a second copy
   for (int t = 0; t < kGets; ++t) ASSERT_TRUE(m->Release(KeyOf(5)).ok());
 }
@@ -222,9 +222,9 @@ TEST(DeviceTierManager, T0VictimsWithAT1CopyLeaveWithoutACopyBack) {
   m->Quiesce();
   const TierManagerStats s = m->Stats();
   EXPECT_LE(m->t0()->Stats().used_slots, 4u);
-  EXPECT_GE(s.t0_evictions, 8u);
-  EXPECT_EQ(s.t0_clean_evictions, s.t0_evictions);
-  EXPECT_EQ(s.t0_demotions, 0u);
+  EXPECT_GE(s.tier(Tier::kT0).evictions, 8u);
+  EXPECT_EQ(s.tier(Tier::kT0).clean_evictions, s.tier(Tier::kT0).evictions);
+  EXPECT_EQ(s.tier(Tier::kT0).moved_down, 0u);
   EXPECT_EQ(m->t0()->Stats().reads, 0u) << "a clean T0 victim was copied back to T1";
   for (uint64_t i = 0; i < 12; ++i) EXPECT_TRUE(GetAndVerify(*m, i).ok()) << i;
 }
@@ -254,11 +254,11 @@ TEST(DeviceTierManager, T0VictimsWithoutAT1CopyAreCopiedDownFirst) {
   }
   m->Quiesce();
   const TierManagerStats s = m->Stats();
-  EXPECT_GE(s.t0_demotions, 1u);
-  EXPECT_EQ(s.t0_demotion_failures, 0u);
+  EXPECT_GE(s.tier(Tier::kT0).moved_down, 1u);
+  EXPECT_EQ(s.tier(Tier::kT0).move_down_failures, 0u);
   // Every copy down is reported, also one whose result a T1 Get's own copy made redundant.
   const std::vector<double> reported = log.Seconds(MoveKind::kDemotion, Tier::kT0, Tier::kT1);
-  EXPECT_GE(reported.size(), s.t0_demotions);
+  EXPECT_GE(reported.size(), s.tier(Tier::kT0).moved_down);
   for (double seconds : reported) EXPECT_GT(seconds, 0);
   for (uint64_t i = 0; i < 4; ++i) {  // in T1 (copied down), or still in T0 (read from there)
     const absl::Status got = GetAndVerify(*m, i);

@@ -35,7 +35,7 @@ TEST(TierManagerTest, StoresAndLoadsBlocksOfEverySizeInT1) {
     EXPECT_TRUE(GetAndVerify(*m, i).ok()) << i;
     EXPECT_TRUE(InTier(*m, i, Tier::kT1));
   }
-  EXPECT_EQ(m->Stats().gets_t1, 12u);
+  EXPECT_EQ(m->Stats().tier(Tier::kT1).hits, 12u);
   EXPECT_EQ(GetSync(*m, KeyOf(99)).status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -61,10 +61,10 @@ TEST(TierManagerTest, DemotesToT2AndPromotesBackWithTheSameBytes) {
   std::shuffle(order.begin(), order.end(), std::mt19937(7));
   for (uint64_t i : order) ASSERT_TRUE(GetAndVerify(*m, i).ok()) << i;
   const TierManagerStats s = m->Stats();
-  EXPECT_GT(s.demotions, kBlocks - 32);
-  EXPECT_GT(s.gets_promoted, kBlocks - 32);
-  EXPECT_EQ(s.promotion_failures, 0u);
-  EXPECT_EQ(s.demotions, m->t2()->Stats().writes);
+  EXPECT_GT(s.tier(Tier::kT1).moved_down, kBlocks - 32);
+  EXPECT_GT(s.tier(Tier::kT1).gets_promoted, kBlocks - 32);
+  EXPECT_EQ(s.tier(Tier::kT1).promotion_failures, 0u);
+  EXPECT_EQ(s.tier(Tier::kT1).moved_down, m->t2()->Stats().writes);
 }
 
 TEST(TierManagerTest, EveryFinishedDemotionAndPromotionIsReportedWithItsDuration) {
@@ -76,9 +76,10 @@ TEST(TierManagerTest, EveryFinishedDemotionAndPromotionIsReportedWithItsDuration
   ASSERT_NE(m, nullptr);
   for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;
   m->Quiesce();
-  ASSERT_GT(m->Stats().demotions, 0u);
+  ASSERT_GT(m->Stats().tier(Tier::kT1).moved_down, 0u);
   const std::vector<double> demoted = log.Seconds(MoveKind::kDemotion, Tier::kT1, Tier::kT2);
-  EXPECT_EQ(demoted.size(), m->Stats().demotions);  // one report per committed T2 write
+  EXPECT_EQ(demoted.size(),
+            m->Stats().tier(Tier::kT1).moved_down);  // one report per committed T2 write
   for (double seconds : demoted) EXPECT_GT(seconds, 0);
   EXPECT_TRUE(log.Seconds(MoveKind::kPromotion, Tier::kT2, Tier::kT1).empty());
 
@@ -90,7 +91,8 @@ TEST(TierManagerTest, EveryFinishedDemotionAndPromotionIsReportedWithItsDuration
   ASSERT_TRUE(GetAndVerify(*m, 0).ok());  // in T1 now: no move, no report
   m->Quiesce();
   EXPECT_EQ(log.Seconds(MoveKind::kPromotion, Tier::kT2, Tier::kT1).size(), 1u);
-  EXPECT_EQ(log.size(), m->Stats().demotions + 1) << "only T1 <-> T2 moves without a T0";
+  EXPECT_EQ(log.size(), m->Stats().tier(Tier::kT1).moved_down + 1)
+      << "only T1 <-> T2 moves without a T0";
 }
 
 TEST(TierManagerTest, ACleanBlockLeavesT1WithoutBeingRewritten) {
@@ -108,9 +110,9 @@ TEST(TierManagerTest, ACleanBlockLeavesT1WithoutBeingRewritten) {
   EXPECT_FALSE(InTier(*m, 0, Tier::kT1));
   EXPECT_TRUE(InTier(*m, 0, Tier::kT2));
   const TierManagerStats s = m->Stats();
-  EXPECT_GE(s.t1_clean_evictions, 1u);
+  EXPECT_GE(s.tier(Tier::kT1).clean_evictions, 1u);
   // Every T2 write is one demotion of a block never written before: block 0 was not rewritten.
-  EXPECT_EQ(m->t2()->Stats().writes, s.demotions);
+  EXPECT_EQ(m->t2()->Stats().writes, s.tier(Tier::kT1).moved_down);
   EXPECT_LE(m->t2()->Stats().writes - writes_before, 40u);
   EXPECT_TRUE(GetAndVerify(*m, 0).ok());
 }
@@ -160,7 +162,7 @@ TEST(TierManagerTest, EveryBlockStaysReadableWhileItIsBeingDemoted) {
   done.store(true);
   reader.join();
   EXPECT_EQ(failures.load(), 0u) << "of " << reads.load() << " reads";
-  EXPECT_GT(m->Stats().demotions, 0u);
+  EXPECT_GT(m->Stats().tier(Tier::kT1).moved_down, 0u);
 }
 
 TEST(TierManagerTest, T2AdmissionDecidesWhatIsDemoted) {
@@ -172,8 +174,8 @@ TEST(TierManagerTest, T2AdmissionDecidesWhatIsDemoted) {
   for (uint64_t i = 0; i < 60; ++i) ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
   m->Quiesce();
   const TierManagerStats s = m->Stats();
-  EXPECT_GT(s.demotions_rejected, 40u);  // each block was offered once: never admitted
-  EXPECT_EQ(s.demotions, 0u);
+  EXPECT_GT(s.tier(Tier::kT1).rejected, 40u);  // each block was offered once: never admitted
+  EXPECT_EQ(s.tier(Tier::kT1).moved_down, 0u);
   EXPECT_EQ(GetSync(*m, KeyOf(0)).status().code(), absl::StatusCode::kNotFound);
   for (uint64_t i = 0; i < 60; ++i) {
     const absl::Status st = GetAndVerify(*m, i);
@@ -187,7 +189,7 @@ TEST(TierManagerTest, WithoutT2VictimsAreDropped) {
   for (uint64_t i = 0; i < 50; ++i) ASSERT_TRUE(Put(*m, i).ok()) << Put(*m, i).status();
   m->Quiesce();
   EXPECT_LE(m->index().Size(), 8u);
-  EXPECT_GE(m->Stats().t1_dropped, 42u);
+  EXPECT_GE(m->Stats().tier(Tier::kT1).dropped, 42u);
   EXPECT_EQ(GetSync(*m, KeyOf(0)).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(GetAndVerify(*m, 49).ok());
 }

@@ -1,0 +1,199 @@
+// The mover: the tier manager's (tier_manager.h) one generic mover over the ladder's rungs (T0,
+// T1, T2; absent ones passed by). It asks the ladder (tiers/ladder.h) where a block goes and
+// carries each move out with the tiers' own reads and writes, asynchronously: one path for every
+// pair of rungs, one table of moves in flight (move_table.h), one read path from any rung to any
+// other, joining concurrent reads of a block. Internal to the tier manager; contracts in
+// tier_manager.h.
+//
+// A move between two rungs is one transfer through host memory: into the rung whose slots are
+// host memory the source tier reads (T2 -> T1 by io_uring, T0 -> T1 by DMA); out of it the
+// destination tier writes (T1 -> T2, T1 -> T0). Reads between two rungs that are not host memory
+// climb through it (T2 -> T1 -> T0), as the ladder routes them. Before a payload is written into a
+// persistent rung it is checked against the checksum given at commit and its padding zeroed.
+//
+// Invariants, all under mu_:
+//  * A block id is resident in a rung of the ladder exactly when its copy there can be chosen as
+//    a victim; a copy chosen for a move down, or pinned by a lease after it was chosen, is out of
+//    the rung's policy until put back.
+//  * Index Insert and Erase happen only under mu_, so an id is never reused while any structure
+//    here still names it.
+//  * A (block, destination) is in moves_ from the moment its move is decided until its
+//    completion has been recorded. Every read waiting on a move holds a lease on the block, so
+//    neither its source copy nor its index entry can go away meanwhile.
+//
+// Lock order: mu_, then a block index shard lock (index calls under mu_); never the reverse. No
+// I/O, copy, hash, RocksDB call or user callback runs under mu_.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "index/block_index.h"
+#include "tiers/host_tier.h"
+#include "tiers/ladder.h"
+#include "tiers/move_table.h"
+#include "tiers/storage_tier.h"
+#include "tiers/tier_manager_options.h"
+
+namespace kvtier {
+
+// What CommitPut publishes.
+struct PutCommit {
+  BlockKey key;
+  uint64_t namespace_id = 0;
+  uint32_t payload_bytes = 0;        // <= t1 slot_bytes
+  uint64_t checksum = 0;             // XXH3-64 of the payload as the writer wrote it; 0 = not given
+  const BlockKey* parent = nullptr;  // the previous block of the sequence; null for the first
+};
+enum class CommitOutcome { kStored, kAlreadyPresent };
+
+// Counters since start, in blocks: the manager's own, and the ladder's table per tier.
+struct TierManagerStats {
+  uint64_t puts_committed = 0, puts_already_present = 0, puts_refused_full = 0;
+  uint64_t gets_missing = 0;      // Gets of a key absent, or in no tier
+  uint64_t integrity_drops = 0;   // payloads that differed from the checksum given at commit
+  uint64_t recovered_blocks = 0;  // found in T2 at start
+  uint64_t moves_in_flight = 0;   // now
+  std::array<RungCounters, kNumTiers> tiers{};  // [Tier]
+  const RungCounters& tier(Tier t) const { return tiers[static_cast<size_t>(TierIndex(t))]; }
+};
+
+namespace internal {
+
+// One rung as the mover sees it: the tier and what kind of memory it is (hooks, not branches).
+struct MoverRung {
+  StorageTier* storage = nullptr;  // null: the daemon runs without this tier
+  HostTier* host = nullptr;        // set for the rung whose slots are host memory (T1)
+  // Its records survive a restart (T2): payloads are checked and padded before they are written,
+  // and its frees (a metadata delete each) run on the evictor thread.
+  bool persistent = false;
+  uint32_t write_align = 0;     // bytes a write covers at a time (T2: 4096, O_DIRECT); 0: exact
+  uint64_t capacity_slots = 0;  // for a persistent rung not open yet (its slots are known)
+  // Clients read blocks where they lie in this tier's memory (T0, T1); Gets may target it.
+  bool client_readable = false;
+};
+
+class Mover {
+ public:
+  // `rungs[t]` is Tier t; `birth` is the tier puts allocate in.
+  Mover(const TierManagerOptions& options, BlockIndex& index, std::vector<MoverRung> rungs,
+        Tier birth);
+  ~Mover();
+  // Builds the ladder from `options`' policies and the rungs' slot counts.
+  absl::Status Init();
+  // Warm restart: a block T2 recovered (T2's Open visitor), before Attach.
+  void AdoptRecovered(const BlockRecord& record, SlotId slot);
+  // T2 is open (or there is none): its rung, then frees the slots of duplicate recovered records.
+  void AttachPersistent(Tier tier, MoverRung rung);
+
+  // TierManager's operations; contracts in tier_manager.h.
+  absl::StatusOr<SlotId> AllocateForPut();
+  void AbortPut(SlotId slot);
+  absl::StatusOr<CommitOutcome> Commit(const PutCommit& put, SlotId slot);
+  void CountPutAlreadyPresent() { puts_already_present_.fetch_add(1, std::memory_order_relaxed); }
+  void Get(const BlockKey& key, Tier target, GetDone done);
+  absl::Status Release(const BlockKey& key);
+  absl::Status Drop(const BlockKey& key);
+  TierManagerStats Stats() const;
+
+  // The evictor thread: one unit of work per rung over its watermark (bottom-up), waiting reads
+  // started, deferred frees done; false when there was nothing it could do now.
+  bool EvictStep();
+  // Waits until kicked, stopped, or `timeout_ms` passed. Marks the evictor idle meanwhile.
+  void WaitForWork(int timeout_ms);
+  void Stop();
+  bool stopped() const { return stop_.load(std::memory_order_acquire); }
+  // Waits until the evictor is idle and nothing is in flight (TierManager::Quiesce).
+  void Quiesce();
+  // Waits until nothing is in flight, then does deferred frees (shutdown, evictor stopped).
+  void Drain();
+  // TierManager::FlushT1 for the birth rung: it counts as over its watermark while any block is in
+  // it, so the evictor's usual path moves every block it can; waits for that until `deadline`.
+  bool Flush(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  int birth() const { return static_cast<int>(birth_); }
+  StorageTier* Storage(int r) const { return rungs_[static_cast<size_t>(r)].storage; }
+  const MoverRung& RungOf(int r) const { return rungs_[static_cast<size_t>(r)]; }
+  static Tier TierOf(int r) { return TierAt(r); }
+  void Kick() ABSL_LOCKS_EXCLUDED(mu_);
+  void KickIfAboveHigh(int r) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReportMove(const TierMove& move, std::chrono::steady_clock::time_point started,
+                  const absl::Status& status) const;
+  // Per-id data the ladder does not keep (mu_ held).
+  void EnsureId(BlockId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnterLocked(int r, const BlockInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees `slot` of rung `r` now, or on the evictor thread for a persistent rung.
+  void FreeSlotLocked(int r, SlotId slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `info`'s copy out of rung `r` after it was chosen: frees the slot, erases the block if
+  // no copy is left, or puts it back in the rung's policy when a lease pinned it meanwhile. True
+  // if it left. `dropped`: it left with no copy below (counted).
+  bool LeaveLocked(int r, const BlockInfo& info, bool dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseIfUnusedLocked(const BlockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A free slot in rung `r`, making room at once when a block can leave it without a move (a
+  // clean victim, or any when no rung below admits); else ResourceExhausted, evictor woken.
+  absl::StatusOr<SlotId> AllocateIn(int r) ABSL_LOCKS_EXCLUDED(mu_);
+  bool Admitting(int r) const;
+
+  // Reads (mover_read.cc). `info` is leased by the Get.
+  void Load(const BlockInfo& info, int target, GetDone done) ABSL_LOCKS_EXCLUDED(mu_);
+  // One step of a read: a copy of the block from rung `from` into rung `to`, joining one in flight.
+  void StartRead(const BlockInfo& info, int from, int to, GetDone done) ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts the transfer of a decided move whose destination slot is `dst`.
+  void Issue(const MoveKey& id, SlotId dst) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnMoved(const MoveKey& id, absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Evictor: starts reads that waited for a slot, as slots free; false if none started.
+  bool StartWaitingReads() ABSL_LOCKS_EXCLUDED(mu_);
+  // Evictor: rung `r` cannot make room (every block leased); its waiting reads fail.
+  void FailWaitingReads(int r) ABSL_LOCKS_EXCLUDED(mu_);
+  void FailMove(const MoveKey& id, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void FailWaiters(const BlockKey& key, std::vector<GetDone> waiters, const absl::Status& status);
+
+  // Shedding (mover_shed.cc).
+  bool ShouldShed(int r) ABSL_LOCKS_EXCLUDED(mu_);
+  // Chooses one victim of `r` and carries out its fate; false when none could go now.
+  bool ShedOnce(int r) ABSL_LOCKS_EXCLUDED(mu_);
+  void StartMoveDown(const MoveKey& id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Checks a payload bound for a persistent rung against its commit checksum and zeroes its
+  // padding; false (counted, logged) when it changed after commit.
+  bool PrepareForPersist(const MoveKey& id, const Move& move, uint64_t* checksum);
+  // Records a finished move down (mu_ held): the copy below is published, the victim leaves.
+  void FinishMoveDownLocked(const MoveKey& id, Move& move, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a finished read copy (mu_ held); returns the block to answer the waiters with.
+  absl::StatusOr<LeasedBlock> FinishReadLocked(const MoveKey& id, Move& move, absl::Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DoDeferredFrees() ABSL_LOCKS_EXCLUDED(mu_);
+  bool InFlightLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const TierManagerOptions& options_;
+  BlockIndex& index_;
+  std::vector<MoverRung> rungs_;  // [Tier]
+  const Tier birth_;
+  std::array<double, kNumTiers> high_watermark_{};  // [Tier]; set by Init, then read-only
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // evictor work, idleness and completions; with mu_
+  std::unique_ptr<Ladder> ladder_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> checksum_ ABSL_GUARDED_BY(mu_);   // [id] as given at commit; 0 = none
+  std::vector<uint64_t> namespace_ ABSL_GUARDED_BY(mu_);  // [id] namespace id for T2's record
+  MoveTable moves_ ABSL_GUARDED_BY(mu_);
+  uint64_t chains_ ABSL_GUARDED_BY(mu_) = 0;  // reads between two steps of a climb
+  std::vector<std::pair<int, SlotId>> deferred_frees_ ABSL_GUARDED_BY(mu_);
+  bool work_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool evictor_idle_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> flushing_{false};  // Flush is emptying the birth rung
+  std::atomic<uint64_t> puts_committed_{0}, puts_already_present_{0}, puts_refused_full_{0};
+  std::atomic<uint64_t> gets_missing_{0}, integrity_drops_{0}, recovered_blocks_{0};
+};
+
+}  // namespace internal
+}  // namespace kvtier

@@ -1,0 +1,251 @@
+// The mover's evictor side: watermarks, victims and their fates (tiers/ladder.h), moves down into
+// the next rung, deferred frees, and the waits (quiesce, drain, flush).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "common/checksum.h"
+#include "common/log.h"
+#include "tiers/mover.h"
+
+namespace kvtier::internal {
+
+bool Mover::ShouldShed(int r) {
+  StorageTier* storage = Storage(r);
+  if (storage == nullptr) return false;
+  const TierStats s = storage->Stats();  // outside mu_: T2 takes its own lock
+  absl::MutexLock lock(&mu_);
+  // Slots of victims on their way down are as good as free: they are released when the moves end.
+  const uint64_t used = s.used_slots - std::min<uint64_t>(s.used_slots, moves_.leaving(r));
+  if (r == birth() && flushing_.load(std::memory_order_relaxed)) return used > 0;
+  return ladder_->ShouldShed(r, used);
+}
+
+bool Mover::EvictStep() {
+  bool worked = DoDeferredFrees();
+  worked |= StartWaitingReads();
+  std::vector<int> order;
+  {
+    absl::MutexLock lock(&mu_);
+    if (options_.settle_each_move && !moves_.empty()) return worked;
+    order = ladder_->ShedOrder();
+  }
+  for (int r : order) {
+    if (!ShouldShed(r)) continue;
+    bool room, idle;
+    {
+      absl::MutexLock lock(&mu_);
+      room = moves_.leaving(r) < options_.max_demotions_in_flight;
+      idle = moves_.leaving(r) == 0;
+    }
+    if (!room) continue;
+    if (ShedOnce(r)) {
+      worked = true;
+      absl::MutexLock lock(&mu_);
+      // Replay-exact mode: a step ends at a move down; the next one sees it landed (ladder.h).
+      if (options_.settle_each_move && !moves_.empty()) break;
+      continue;
+    }
+    // Nothing can leave `r` and nothing is on its way out: reads waiting for room would wait
+    // until some client releases a lease. They fail instead; their Gets may retry.
+    if (idle) FailWaitingReads(r);
+  }
+  return worked;
+}
+
+bool Mover::ShedOnce(int r) {
+  int below;
+  {
+    absl::MutexLock lock(&mu_);
+    below = ladder_->Below(r);
+  }
+  const bool below_admitting = Admitting(below);  // outside mu_: T2 takes its own lock
+  std::optional<MoveKey> down;
+  {
+    absl::MutexLock lock(&mu_);
+    std::optional<BlockId> victim = ladder_->Choose(r, [&](BlockId id) {
+      std::optional<BlockInfo> info = index_.FindById(id);
+      return info && info->leases == 0;
+    });
+    if (!victim) return false;
+    std::optional<BlockInfo> info = index_.FindById(*victim);
+    if (!info) return true;
+    if (below != Ladder::kNone && moves_.Find(info->key, below) != nullptr) {
+      EnterLocked(r, *info);  // a copy is on its way below already: decide again when it lands
+      return false;
+    }
+    const VictimFate fate = ladder_->FateOf(r, info->tiers, info->key.lo, below_admitting);
+    if (fate != VictimFate::kMoveDown) {
+      LeaveLocked(r, *info, /*dropped=*/fate == VictimFate::kDrop);
+    } else {
+      Move move;
+      move.from = r;
+      move.src_slot = info->slots[static_cast<size_t>(r)];
+      move.payload_bytes = info->payload_bytes;
+      move.expected_checksum = checksum_[info->id];
+      move.namespace_id = namespace_[info->id];
+      down = MoveKey{info->key, below};
+      moves_.Add(*down, std::move(move));
+    }
+  }
+  if (down) {
+    StartMoveDown(*down);
+  } else if (RungOf(r).persistent) {
+    DoDeferredFrees();  // the slot is free before the evictor looks at the watermark again
+  }
+  return true;
+}
+
+void Mover::StartMoveDown(const MoveKey& id) {
+  absl::StatusOr<SlotId> slot = AllocateIn(id.to);
+  if (RungOf(id.to).persistent) DoDeferredFrees();  // room AllocateIn made there
+  if (slot.ok()) {
+    Issue(id, *slot);
+    return;
+  }
+  // No room below now: a rung not admitting drops the victim; a full one (every block leased or
+  // moving) keeps it, back in its policy, until the evictor comes back.
+  absl::MutexLock lock(&mu_);
+  Move move = moves_.Take(id);
+  cv_.SignalAll();
+  std::optional<BlockInfo> info = move.dropped ? std::nullopt : index_.Find(id.key);
+  if (!info) {
+    FreeSlotLocked(move.from, move.src_slot);
+    return;
+  }
+  if (slot.status().code() != absl::StatusCode::kResourceExhausted) {
+    ++ladder_->counters(move.from).rejected;
+    LeaveLocked(move.from, *info, /*dropped=*/true);
+  } else if (info->InTier(TierOf(move.from)) &&
+             (ladder_->Mask(info->id) & (1u << move.from)) == 0) {
+    EnterLocked(move.from, *info);
+  }
+}
+
+bool Mover::PrepareForPersist(const MoveKey& id, const Move& move, uint64_t* checksum) {
+  std::byte* src = RungOf(move.from).host->SlotData(move.src_slot);
+  *checksum = PayloadChecksum(src, move.payload_bytes);
+  if (move.expected_checksum != 0 && *checksum != move.expected_checksum) {
+    integrity_drops_.fetch_add(1, std::memory_order_relaxed);
+    KVTIER_LOG(kError, "tiers",
+               "block {}: {} payload no longer matches the checksum given at commit; dropped, not "
+               "written to {} (a client wrote to a committed slot?)",
+               id.key.ToHex(), TierName(TierOf(move.from)), TierName(TierOf(id.to)));
+    return false;
+  }
+  // The write covers whole write_align blocks (O_DIRECT), so the bytes of the slot between the
+  // payload's end and the next boundary reach the disk too. They are whatever the slot held before
+  // (another block's, maybe another namespace's): zeroed, so nothing but this block's payload is
+  // persisted. The slot is the block's (committed, so no writer) and readers read only
+  // payload_bytes.
+  const uint32_t align = RungOf(id.to).write_align;
+  if (align != 0 && move.payload_bytes % align != 0) {
+    std::memset(src + move.payload_bytes, 0, align - move.payload_bytes % align);
+  }
+  return true;
+}
+
+void Mover::FinishMoveDownLocked(const MoveKey& id, Move& move, const absl::Status& status) {
+  const int from = move.from, to = id.to;
+  std::optional<BlockInfo> info = move.dropped ? std::nullopt : index_.Find(id.key);
+  if (!status.ok() || !info) {  // failed, or dropped meanwhile: no copy below, and this one goes
+    if (move.dst_slot != kNoSlot) FreeSlotLocked(to, move.dst_slot);
+    if (!status.ok() && status.code() != absl::StatusCode::kDataLoss) {
+      ++ladder_->counters(from).move_down_failures;
+      KVTIER_LOG(kWarn, "tiers", "move of block {} from {} to {} failed, block dropped: {}",
+                 id.key.ToHex(), TierName(TierOf(from)), TierName(TierOf(to)),
+                 std::string(status.message()));
+    }
+    if (info) {
+      LeaveLocked(from, *info, /*dropped=*/true);
+    } else {
+      FreeSlotLocked(from, move.src_slot);
+    }
+    return;
+  }
+  if (index_.SetTier(id.key, TierOf(to), move.dst_slot).ok()) {
+    EnterLocked(to, *info);
+    ++ladder_->counters(from).moved_down;
+  } else {  // a read copied it there meanwhile: that copy stays
+    FreeSlotLocked(to, move.dst_slot);
+  }
+  LeaveLocked(from, *info, /*dropped=*/false);  // stays (now clean) if leased meanwhile
+}
+
+bool Mover::DoDeferredFrees() {
+  std::vector<std::pair<int, SlotId>> frees;
+  {
+    absl::MutexLock lock(&mu_);
+    frees.swap(deferred_frees_);
+  }
+  for (const auto& [r, slot] : frees) {
+    if (StorageTier* storage = Storage(r)) storage->Free(slot);
+  }
+  return !frees.empty();
+}
+
+bool Mover::InFlightLocked() const {
+  return !moves_.empty() || chains_ != 0 || moves_.any_waiting();
+}
+
+void Mover::WaitForWork(int timeout_ms) {
+  absl::MutexLock lock(&mu_);
+  if (!work_pending_ && !stop_) {
+    evictor_idle_ = true;
+    cv_.SignalAll();
+    const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
+    while (!work_pending_ && !stop_.load() && !cv_.WaitWithDeadline(&mu_, deadline)) {
+    }
+    evictor_idle_ = false;
+  }
+  work_pending_ = false;
+}
+
+void Mover::Stop() {
+  absl::MutexLock lock(&mu_);
+  stop_ = true;
+  cv_.SignalAll();
+}
+
+void Mover::Quiesce() {
+  Kick();
+  absl::MutexLock lock(&mu_);
+  while (!stop_.load() &&
+         !(evictor_idle_ && !work_pending_ && !InFlightLocked() && deferred_frees_.empty())) {
+    cv_.Wait(&mu_);
+  }
+}
+
+bool Mover::Flush(std::chrono::steady_clock::time_point deadline) {
+  flushing_ = true;
+  Kick();
+  bool finished = true;
+  {
+    absl::MutexLock lock(&mu_);
+    // Done when the evictor found nothing more it could move (the rung is empty but for leased
+    // blocks and open puts) and the last move has settled.
+    const absl::Time until = absl::FromChrono(std::chrono::system_clock::now() +
+                                              (deadline - std::chrono::steady_clock::now()));
+    while (!stop_.load() && !(evictor_idle_ && !work_pending_ && moves_.empty())) {
+      if (cv_.WaitWithDeadline(&mu_, until)) {
+        finished = stop_.load() || (evictor_idle_ && !work_pending_ && moves_.empty());
+        break;
+      }
+    }
+  }
+  flushing_ = false;
+  return finished;
+}
+
+void Mover::Drain() {
+  for (int r = 0; r < kNumTiers; ++r) FailWaitingReads(r);  // the evictor is gone
+  {
+    absl::MutexLock lock(&mu_);
+    while (!moves_.empty() || chains_ != 0) cv_.Wait(&mu_);
+  }
+  DoDeferredFrees();
+}
+
+}  // namespace kvtier::internal
