@@ -75,8 +75,9 @@ TEST_P(GemvGpu, QkvWithBias) { CheckGemv(GetParam(), {1, 6144, 4096, true, false
 // The down projection (14336 -> 4096): long rows, k not a multiple of the 1,024 columns per pass.
 TEST_P(GemvGpu, DownProjection) { CheckGemv(GetParam(), {1, 4096, 14336, false, false}, false); }
 
-// lm_head to float32 logits over a vocabulary that is not a multiple of 16 rows per block.
-TEST_P(GemvGpu, LogitsInFloat) { CheckGemv(GetParam(), {1, 128259, 4096, false, true}, false); }
+// lm_head to float32 logits, over a vocabulary that is not a multiple of 16 rows per block (the
+// size keeps the CPU reference's product short).
+TEST_P(GemvGpu, LogitsInFloat) { CheckGemv(GetParam(), {1, 32003, 4096, false, true}, false); }
 
 // Two to four rows at once (W read once for all), small odd sizes.
 TEST_P(GemvGpu, SeveralRows) {

@@ -178,21 +178,33 @@ __device__ __forceinline__ void Scores(const MmaSmem<D>& s, const uint32_t (&qf)
   }
 }
 
-// Masks the tile of keys from t0, updates the rows' running max and sum (4 lanes share a row),
-// rescales the accumulator, and turns the scores into probabilities in place.
-template <int D>
+// Masks the tile of keys from t0 (kMask: some key of the tile is hidden from some row of the
+// block; interior tiles skip the per-element test), updates the rows' running max and sum (4 lanes
+// share a row), rescales the accumulator, and turns the scores into probabilities in place.
+template <int D, bool kMask>
 __device__ __forceinline__ void Softmax(float (&sc)[kKeys / 8][4], RowState& r, int64_t t0,
                                         float scale, float (&o)[D / 8][4]) {
   const int lane = threadIdx.x % kWarpSize;
   float row_max[2] = {-INFINITY, -INFINITY};
+  // Positions relative to t0 fit in 32 bits (kv_lens are int32).
+  const int first_key = (lane % 4) * 2;
+  int hi[2], lo[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    hi[h] = static_cast<int>(r.pos[h] - t0);
+    lo[h] = static_cast<int>(r.lo[h] - t0 > -1 ? r.lo[h] - t0 : -1);
+  }
 #pragma unroll
   for (int j = 0; j < kKeys / 8; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int h = e / 2;
-      const int64_t key = t0 + j * 8 + (lane % 4) * 2 + e % 2;
-      const bool visible = key <= r.pos[h] && key >= r.lo[h];
-      sc[j][e] = visible ? sc[j][e] * scale : -INFINITY;
+      if (kMask) {
+        const int key = j * 8 + first_key + e % 2;
+        sc[j][e] = key <= hi[h] && key >= lo[h] ? sc[j][e] * scale : -INFINITY;
+      } else {
+        sc[j][e] *= scale;
+      }
       row_max[h] = fmaxf(row_max[h], sc[j][e]);
     }
   }
@@ -303,6 +315,11 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 3)
   const int64_t pos_hi = first_pos + last_row / group;
   int64_t key_lo = a.sliding_window > 0 ? first_pos + row0 / group - a.sliding_window + 1 : 0;
   key_lo = key_lo > 0 ? key_lo / kKeys * kKeys : 0;
+  // A tile needs no mask when every row of the block sees all its keys: none past the first row's
+  // position (rows past the sequence are never stored, so their scores do not matter), none
+  // before the last row's window start.
+  const int64_t pos_lo = first_pos + row0 / group;
+  const int64_t lo_hi = a.sliding_window > 0 ? pos_hi - a.sliding_window + 1 : 0;
 
   // Pipeline: V of a tile loads while its scores are computed, K of the next tile while its
   // softmax and P V run.
@@ -315,7 +332,11 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 3)
     Scores<Fmt, D>(s, qf, sc);
     __syncthreads();  // every warp is done with K(t0)
     IssueTile<D>(a, table, 0, kv_head, t0 + kKeys <= pos_hi ? t0 + kKeys : -1, kv_len, s.k);
-    Softmax<D>(sc, r, t0, a.scale * kLog2e, o);
+    if (t0 + kKeys - 1 <= pos_lo && t0 >= lo_hi) {
+      Softmax<D, false>(sc, r, t0, a.scale * kLog2e, o);
+    } else {
+      Softmax<D, true>(sc, r, t0, a.scale * kLog2e, o);
+    }
     CpAsyncWait<1>();
     __syncthreads();  // V(t0) is in (K of the next tile may still be loading)
     AccumulatePv<Fmt, D>(s, sc, o);
