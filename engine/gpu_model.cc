@@ -216,10 +216,11 @@ absl::Status GpuModel::Attention(int64_t layer, const Step& s) {
     v = At(qkv, q_dim + kv_dim);
     q_stride = kv_stride = qkv_dim;
   }
-  KVTIER_RETURN_IF_ERROR(Rotate(layer, s, q, k, q_stride, kv_stride));
+  if (config_.qk_norm) KVTIER_RETURN_IF_ERROR(NormalizeHeads(layer, n, q, k));
   const ops::PagedKvGeometry& g = s.pool->geometry();
-  KVTIER_RETURN_IF_ERROR(
-      og::WriteKv(k, v, kv_stride, s.in.token_slots, n, g, layer, s.pool->data(), stream()));
+  KVTIER_RETURN_IF_ERROR(og::RopeAndWriteKv(dtype(), q, q_stride, config_.num_heads, k, v,
+                                            kv_stride, s.in.positions, inv_freq_, s.in.token_slots,
+                                            n, g, layer, s.pool->data(), stream()));
   const ops::AttentionParams params{.kv = g,
                                     .layer = layer,
                                     .q_heads = config_.num_heads,
@@ -244,22 +245,13 @@ absl::Status GpuModel::Attention(int64_t layer, const Step& s) {
   return Linear(scratch_->attn, w.o_proj, nullptr, n, hidden, q_dim, scratch_->h, false);
 }
 
-absl::Status GpuModel::Rotate(int64_t layer, const Step& s, void* q, void* k, int64_t q_stride,
-                              int64_t kv_stride) {
-  const og::DType dt = dtype();
-  const int64_t n = s.in.n, hd = config_.head_dim;
-  const int64_t q_heads = config_.num_heads, kv_heads = config_.num_kv_heads;
-  if (!config_.qk_norm) {  // q's heads and k's are adjacent in each token's row: one rotation
-    return og::ApplyRope(dt, q, q_stride, s.in.positions, inv_freq_, n, q_heads + kv_heads, hd,
-                         stream());
-  }
+absl::Status GpuModel::NormalizeHeads(int64_t layer, int64_t n, void* q, void* k) {
   const GpuLayerWeights& w = weights_->layer(layer);
   const auto eps = static_cast<float>(config_.rms_norm_eps);
-  KVTIER_RETURN_IF_ERROR(og::RmsNorm(dt, q, w.q_norm, n * q_heads, hd, eps, q, stream()));
-  KVTIER_RETURN_IF_ERROR(og::RmsNorm(dt, k, w.k_norm, n * kv_heads, hd, eps, k, stream()));
+  const int64_t hd = config_.head_dim;
   KVTIER_RETURN_IF_ERROR(
-      og::ApplyRope(dt, q, q_stride, s.in.positions, inv_freq_, n, q_heads, hd, stream()));
-  return og::ApplyRope(dt, k, kv_stride, s.in.positions, inv_freq_, n, kv_heads, hd, stream());
+      og::RmsNorm(dtype(), q, w.q_norm, n * config_.num_heads, hd, eps, q, stream()));
+  return og::RmsNorm(dtype(), k, w.k_norm, n * config_.num_kv_heads, hd, eps, k, stream());
 }
 
 absl::Status GpuModel::Mlp(int64_t layer, const Step& s) {
@@ -267,6 +259,11 @@ absl::Status GpuModel::Mlp(int64_t layer, const Step& s) {
   const int64_t n = s.in.n, hidden = config_.hidden_size, inter = config_.intermediate_size;
   KVTIER_RETURN_IF_ERROR(
       Linear(scratch_->h, w.gate_up, nullptr, n, 2 * inter, hidden, scratch_->gate_up, false));
+  if (n <= og::kGemvMaxRows && options_.decode_gemv) {  // SiLU-and-mul as the product reads it
+    const og::GemmArgs args{
+        .x = scratch_->gate_up, .w = w.down, .m = n, .n = hidden, .k = inter, .y = scratch_->h};
+    return og::GemvSiluMul(dtype(), args, stream());
+  }
   KVTIER_RETURN_IF_ERROR(
       og::SiluAndMul(dtype(), scratch_->gate_up, n, inter, scratch_->act, stream()));
   return Linear(scratch_->act, w.down, nullptr, n, hidden, inter, scratch_->h, false);

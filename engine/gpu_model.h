@@ -6,8 +6,9 @@
 //   per layer: a = attention(rmsnorm(h)); h += a; m = mlp(rmsnorm(h)); h += m
 //   logits = lm_head(rmsnorm(h))          (float32)
 // Prefill runs cuBLASLt GEMMs (the tiled kernel in the HIP build) and the paged prefill attention
-// kernel; a decode step (one token) runs Gemv and the split-K decode attention kernel, replayed
-// from a graph recorded per context bucket (gpu_decode_graphs.h).
+// kernel; a decode step (one token) runs Gemv (the down projection's with SiLU-and-mul fused in)
+// and the split-K decode attention kernel, replayed from a graph recorded per context bucket
+// (gpu_decode_graphs.h). RoPE and the K/V store are one launch in both.
 //
 // Thread-safety: not thread-safe. A model owns its stream and scratch: one thread drives it, one
 // call at a time (one sequence's step, then another's).
@@ -91,9 +92,9 @@ class GpuModel {
   absl::Status Enqueue(const Step& step);
   // scratch h [n, hidden] (normalized input) -> h = attention output after o_proj.
   absl::Status Attention(int64_t layer, const Step& step);
-  // q, k [n, heads, head_dim] at the step's token strides -> rotated, per-head normalized (Qwen3).
-  absl::Status Rotate(int64_t layer, const Step& step, void* q, void* k, int64_t q_stride,
-                      int64_t kv_stride);
+  // Qwen3's RMSNorm over each head of q [n, q_heads, head_dim] and k [n, kv_heads, head_dim]
+  // (contiguous), in place, before RoPE.
+  absl::Status NormalizeHeads(int64_t layer, int64_t n, void* q, void* k);
   // scratch h [n, hidden] (normalized input) -> h = MLP output.
   absl::Status Mlp(int64_t layer, const Step& step);
   // y [m, n] = x [m, k] W^T (+ bias): Gemv for a decode step's rows, else the GEMM runner.

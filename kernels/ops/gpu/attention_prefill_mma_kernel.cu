@@ -3,15 +3,18 @@
 // head_dim 64 or 128. Other targets and head sizes take the SIMT kernel
 // (attention_prefill_kernel.cu), which states the semantics both compute.
 //
-// FlashAttention-2's structure: a thread block owns 64 query rows of one sequence and one KV head,
-// rows being (token, query head of the group) pairs in token-major order (the GQA group shares
-// every K/V tile), 16 rows per warp. The warp's Q fragments stay in registers; K and V tiles of 64
-// keys are staged in shared memory (rows padded by 16 bytes so ldmatrix's eight rows hit distinct
-// banks). S = Q K^T and O += P V run on tensor cores with float32 accumulators; the online softmax
-// works on the accumulator fragments directly, and P is repacked into 16-bit A fragments in
-// registers (the accumulator layout of m16n8 equals the A layout of m16k16), never leaving them.
-// Tiles arrive by cp.async: V of a tile loads during its S = Q K^T, K of the next tile during its
-// softmax and P V.
+// FlashAttention-2's structure: a thread block owns 128 query rows of one sequence and one KV
+// head, rows being (token, query head of the group) pairs in token-major order (the GQA group
+// shares every K/V tile), 32 rows per warp as two 16-row m-tiles, so every K and V fragment a warp
+// loads from shared memory feeds two matrix multiplies (with 16 rows a warp, shared-memory loads
+// bounded the kernel as much as the tensor cores did). Q stays in shared memory and its fragments
+// are loaded per k-step; K and V tiles of 64 keys are staged in shared memory (rows padded by 16
+// bytes so ldmatrix's eight rows hit distinct banks). S = Q K^T and O += P V run on tensor cores
+// with float32 accumulators; the online softmax works on the accumulator fragments directly, and
+// P is repacked into 16-bit A fragments in registers (the accumulator layout of m16n8 equals the A
+// layout of m16k16), never leaving them. Tiles arrive by cp.async: V of a tile loads during its
+// S = Q K^T, K of the next tile during its softmax and P V. Tiles that every row of the block sees
+// whole skip the mask.
 #include <cstdint>
 
 #include "kernels/device_caps.h"
@@ -26,14 +29,17 @@ using dev::kWarpSize;
 static_assert(kWarpSize == 32, "mma.sync fragments are laid out over a 32-lane warp");
 
 constexpr int kWarps = 4;
-constexpr int kRows = 16 * kWarps;  // query rows per block
-constexpr int kKeys = 64;           // keys per tile
+constexpr int kMt = 2;                     // 16-row m-tiles per warp
+constexpr int kWarpRows = 16 * kMt;        // query rows per warp
+constexpr int kRows = kWarpRows * kWarps;  // query rows per block
+constexpr int kKeys = 64;                  // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
 struct alignas(16) MmaSmem {
   static constexpr int kStride = D + 8;  // elements per padded row
-  uint16_t k[kKeys][kStride];            // also stages Q (kRows == kKeys) before the first tile
+  uint16_t q[kRows][kStride];
+  uint16_t k[kKeys][kStride];
   uint16_t v[kKeys][kStride];
 };
 
@@ -121,10 +127,10 @@ __device__ void IssueTile(const AttentionArgs& a, const int32_t* table, int kv, 
   CpAsyncCommit();
 }
 
-// The block's kRows query rows into s.k (zeros past the sequence), then each warp's A fragments.
+// The block's kRows query rows into s.q (zeros past the sequence), where they stay.
 template <int D>
 __device__ void LoadQ(const AttentionArgs& a, int64_t q_begin, int64_t rows, int64_t row0,
-                      int64_t group, int64_t kv_head, MmaSmem<D>& s, uint32_t (&qf)[D / 16][4]) {
+                      int64_t group, int64_t kv_head, MmaSmem<D>& s) {
   constexpr int kChunks = D / 8;
   for (int c = threadIdx.x; c < kRows * kChunks; c += blockDim.x) {
     const int r = c / kChunks;
@@ -136,72 +142,71 @@ __device__ void LoadQ(const AttentionArgs& a, int64_t q_begin, int64_t rows, int
       q = *reinterpret_cast<const uint4*>(a.q + (q_begin + token) * a.q_token_stride + head * D +
                                           col);
     }
-    *reinterpret_cast<uint4*>(&s.k[r][col]) = q;
+    *reinterpret_cast<uint4*>(&s.q[r][col]) = q;
   }
-  __syncthreads();
-  const int warp = threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  const int m = lane / 8;  // which 8x8 matrix this lane addresses
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    LdMatrixX4(qf[kk], &s.k[warp * 16 + (m % 2) * 8 + lane % 8][kk * 16 + (m / 2) * 8]);
-  }
-  __syncthreads();  // s.k is overwritten by the first tile
 }
 
-// This thread's two query rows (lane / 4 and lane / 4 + 8 of its warp's 16): positions, first
-// visible keys, running max and (this lane's share of the) sum.
+// This thread's four query rows (lane / 4 and lane / 4 + 8 of each of its warp's two m-tiles):
+// positions, first visible keys, running max and (this lane's share of the) sum.
 struct RowState {
-  int64_t pos[2];
-  int64_t lo[2];
-  float m[2];
-  float l[2];
+  int pos[kMt][2];
+  int lo[kMt][2];
+  float m[kMt][2];
+  float l[kMt][2];
 };
 
-// S = Q K^T for the staged K tile: 8 n-tiles of 8 keys, pairs loaded by one ldmatrix.x4.
+// S = Q K^T for the staged K tile: per k-step, the warp's two Q fragments, then 8 n-tiles of 8
+// keys, pairs loaded by one ldmatrix.x4 and used by both m-tiles.
 template <typename Fmt, int D>
-__device__ __forceinline__ void Scores(const MmaSmem<D>& s, const uint32_t (&qf)[D / 16][4],
-                                       float (&sc)[kKeys / 8][4]) {
+__device__ __forceinline__ void Scores(const MmaSmem<D>& s, float (&sc)[kMt][kKeys / 8][4]) {
   const int lane = threadIdx.x % kWarpSize;
   const int mtx = lane / 8;
+  const int warp_row = threadIdx.x / kWarpSize * kWarpRows;
 #pragma unroll
-  for (int j = 0; j < kKeys / 8; ++j) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0;
+  for (int mt = 0; mt < kMt; ++mt) {
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j)
+      sc[mt][j][0] = sc[mt][j][1] = sc[mt][j][2] = sc[mt][j][3] = 0;
+  }
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t qa[kMt][4];
+#pragma unroll
+    for (int mt = 0; mt < kMt; ++mt) {
+      LdMatrixX4(qa[mt],
+                 &s.q[warp_row + mt * 16 + (mtx % 2) * 8 + lane % 8][kk * 16 + (mtx / 2) * 8]);
+    }
 #pragma unroll
     for (int j = 0; j < kKeys / 8; j += 2) {
       uint32_t kb[4];
       LdMatrixX4(kb, &s.k[(j + mtx / 2) * 8 + lane % 8][kk * 16 + (mtx % 2) * 8]);
-      Mma<Fmt>(sc[j], qf[kk], kb[0], kb[1]);
-      Mma<Fmt>(sc[j + 1], qf[kk], kb[2], kb[3]);
+#pragma unroll
+      for (int mt = 0; mt < kMt; ++mt) {
+        Mma<Fmt>(sc[mt][j], qa[mt], kb[0], kb[1]);
+        Mma<Fmt>(sc[mt][j + 1], qa[mt], kb[2], kb[3]);
+      }
     }
   }
 }
 
 // Masks the tile of keys from t0 (kMask: some key of the tile is hidden from some row of the
-// block; interior tiles skip the per-element test), updates the rows' running max and sum (4 lanes
-// share a row), rescales the accumulator, and turns the scores into probabilities in place.
+// block), updates the rows' running max and sum (4 lanes share a row), rescales the accumulator,
+// and turns the scores into probabilities in place. One m-tile.
 template <int D, bool kMask>
-__device__ __forceinline__ void Softmax(float (&sc)[kKeys / 8][4], RowState& r, int64_t t0,
+__device__ __forceinline__ void Softmax(float (&sc)[kKeys / 8][4], RowState& r, int mt, int t0,
                                         float scale, float (&o)[D / 8][4]) {
   const int lane = threadIdx.x % kWarpSize;
   float row_max[2] = {-INFINITY, -INFINITY};
-  // Positions relative to t0 fit in 32 bits (kv_lens are int32).
-  const int first_key = (lane % 4) * 2;
-  int hi[2], lo[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    hi[h] = static_cast<int>(r.pos[h] - t0);
-    lo[h] = static_cast<int>(r.lo[h] - t0 > -1 ? r.lo[h] - t0 : -1);
-  }
+  const int first_key = t0 + (lane % 4) * 2;
 #pragma unroll
   for (int j = 0; j < kKeys / 8; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int h = e / 2;
       if (kMask) {
-        const int key = j * 8 + first_key + e % 2;
-        sc[j][e] = key <= hi[h] && key >= lo[h] ? sc[j][e] * scale : -INFINITY;
+        const int key = first_key + j * 8 + e % 2;
+        const bool visible = key <= r.pos[mt][h] && key >= r.lo[mt][h];
+        sc[j][e] = visible ? sc[j][e] * scale : -INFINITY;
       } else {
         sc[j][e] *= scale;
       }
@@ -213,17 +218,17 @@ __device__ __forceinline__ void Softmax(float (&sc)[kKeys / 8][4], RowState& r, 
   for (int h = 0; h < 2; ++h) {
     row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(~0u, row_max[h], 1));
     row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(~0u, row_max[h], 2));
-    const float m_new = fmaxf(r.m[h], row_max[h]);
-    alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(r.m[h] - m_new);
-    r.m[h] = m_new;
-    r.l[h] *= alpha[h];
+    const float m_new = fmaxf(r.m[mt][h], row_max[h]);
+    alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(r.m[mt][h] - m_new);
+    r.m[mt][h] = m_new;
+    r.l[mt][h] *= alpha[h];
   }
 #pragma unroll
   for (int j = 0; j < kKeys / 8; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      sc[j][e] = sc[j][e] == -INFINITY ? 0.0f : exp2f(sc[j][e] - r.m[e / 2]);
-      r.l[e / 2] += sc[j][e];  // this lane's share; summed across the 4 lanes at the end
+      sc[j][e] = sc[j][e] == -INFINITY ? 0.0f : exp2f(sc[j][e] - r.m[mt][e / 2]);
+      r.l[mt][e / 2] += sc[j][e];  // this lane's share; summed across the 4 lanes at the end
     }
   }
 #pragma unroll
@@ -235,57 +240,77 @@ __device__ __forceinline__ void Softmax(float (&sc)[kKeys / 8][4], RowState& r, 
   }
 }
 
-// O += P V: k-steps of 16 keys; V fragments by transposing ldmatrix, two dim n-tiles per load.
+// O += P V: k-steps of 16 keys; V fragments by transposing ldmatrix, two dim n-tiles per load,
+// each used by both m-tiles.
 template <typename Fmt, int D>
-__device__ __forceinline__ void AccumulatePv(const MmaSmem<D>& s, const float (&p)[kKeys / 8][4],
-                                             float (&o)[D / 8][4]) {
+__device__ __forceinline__ void AccumulatePv(const MmaSmem<D>& s,
+                                             const float (&p)[kMt][kKeys / 8][4],
+                                             float (&o)[kMt][D / 8][4]) {
   const int lane = threadIdx.x % kWarpSize;
   const int mtx = lane / 8;
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
-    const uint32_t pa[4] = {Pack<Fmt>(p[2 * kk][0], p[2 * kk][1]),
-                            Pack<Fmt>(p[2 * kk][2], p[2 * kk][3]),
-                            Pack<Fmt>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                            Pack<Fmt>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    uint32_t pa[kMt][4];
+#pragma unroll
+    for (int mt = 0; mt < kMt; ++mt) {
+      pa[mt][0] = Pack<Fmt>(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+      pa[mt][1] = Pack<Fmt>(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+      pa[mt][2] = Pack<Fmt>(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+      pa[mt][3] = Pack<Fmt>(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+    }
 #pragma unroll
     for (int n = 0; n < D / 8; n += 2) {
       uint32_t vb[4];
       LdMatrixX4Trans(vb, &s.v[kk * 16 + (mtx % 2) * 8 + lane % 8][(n + mtx / 2) * 8]);
-      Mma<Fmt>(o[n], pa, vb[0], vb[1]);
-      Mma<Fmt>(o[n + 1], pa, vb[2], vb[3]);
+#pragma unroll
+      for (int mt = 0; mt < kMt; ++mt) {
+        Mma<Fmt>(o[mt][n], pa[mt], vb[0], vb[1]);
+        Mma<Fmt>(o[mt][n + 1], pa[mt], vb[2], vb[3]);
+      }
     }
   }
 }
 
-// Normalizes and writes this thread's part of its two rows (rows past the sequence are skipped).
+// The row of m-tile mt, half h (of 8 rows) that this thread holds, counted from the block's first.
+__device__ __forceinline__ int BlockRow(int mt, int h) {
+  return threadIdx.x / kWarpSize * kWarpRows + mt * 16 + threadIdx.x % kWarpSize / 4 + h * 8;
+}
+
+// Normalizes and writes this thread's part of its rows (rows past the sequence are skipped).
 template <typename Fmt, int D>
 __device__ __forceinline__ void StoreRows(const AttentionArgs& a, int64_t q_begin, int64_t rows,
                                           int64_t row0, int64_t group, int64_t kv_head, RowState& r,
-                                          const float (&o)[D / 8][4]) {
+                                          const float (&o)[kMt][D / 8][4]) {
   const int lane = threadIdx.x % kWarpSize;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    r.l[h] += __shfl_xor_sync(~0u, r.l[h], 1);
-    r.l[h] += __shfl_xor_sync(~0u, r.l[h], 2);
-    const int64_t row = row0 + threadIdx.x / kWarpSize * 16 + lane / 4 + h * 8;
-    if (row >= rows) continue;
-    const float inv = r.l[h] > 0 ? 1.0f / r.l[h] : 0.0f;
-    const int64_t token = row / group;
-    const int64_t head = kv_head * group + row % group;
-    uint16_t* out = a.out + ((q_begin + token) * a.q_heads + head) * D + (lane % 4) * 2;
+  for (int mt = 0; mt < kMt; ++mt) {
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<uint32_t*>(out + n * 8) =
-          Pack<Fmt>(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+    for (int h = 0; h < 2; ++h) {
+      float l = r.l[mt][h];
+      l += __shfl_xor_sync(~0u, l, 1);
+      l += __shfl_xor_sync(~0u, l, 2);
+      const int64_t row = row0 + BlockRow(mt, h);
+      if (row >= rows) continue;
+      const float inv = l > 0 ? 1.0f / l : 0.0f;
+      const int64_t token = row / group;
+      const int64_t head = kv_head * group + row % group;
+      uint16_t* out = a.out + ((q_begin + token) * a.q_heads + head) * D + (lane % 4) * 2;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        *reinterpret_cast<uint32_t*>(out + n * 8) =
+            Pack<Fmt>(o[mt][n][2 * h] * inv, o[mt][n][2 * h + 1] * inv);
+      }
     }
   }
 }
 
-// Three blocks per multiprocessor (170 registers a thread, none spilled at head_dim 128).
+// Two blocks per multiprocessor (up to 255 registers a thread); Q, K and V in dynamic shared
+// memory (69 KB at head_dim 128).
 template <typename Fmt, int D>
-__global__ void __launch_bounds__(kWarps* kWarpSize, 3)
+__global__ void __launch_bounds__(kWarps* kWarpSize, 2)
     PrefillMmaKernel(AttentionArgs a, const int32_t* q_indptr) {
-  __shared__ MmaSmem<D> s;
+  extern __shared__ uint4 smem[];
+  MmaSmem<D>& s = *reinterpret_cast<MmaSmem<D>*>(smem);
   const int64_t b = blockIdx.z;
   const int64_t kv_head = blockIdx.y;
   const int64_t group = a.q_heads / a.kv.kv_heads;
@@ -298,44 +323,52 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 3)
   const int64_t first_pos = kv_len - q_len;
   const int32_t* table = a.block_tables + b * a.max_blocks;
 
-  uint32_t qf[D / 16][4];
-  LoadQ<D>(a, q_begin, rows, row0, group, kv_head, s, qf);
+  LoadQ<D>(a, q_begin, rows, row0, group, kv_head, s);
   RowState r;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t row = row0 + threadIdx.x / kWarpSize * 16 + threadIdx.x % kWarpSize / 4 + h * 8;
-    r.pos[h] = row < rows ? first_pos + row / group : -1;
-    r.lo[h] = a.sliding_window > 0 ? r.pos[h] - a.sliding_window + 1 : 0;
-    r.m[h] = -INFINITY;
-    r.l[h] = 0;
+  for (int mt = 0; mt < kMt; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = row0 + BlockRow(mt, h);
+      r.pos[mt][h] = row < rows ? static_cast<int>(first_pos + row / group) : -1;
+      r.lo[mt][h] =
+          a.sliding_window > 0 ? r.pos[mt][h] - static_cast<int>(a.sliding_window) + 1 : 0;
+      r.m[mt][h] = -INFINITY;
+      r.l[mt][h] = 0;
+    }
   }
-  float o[D / 8][4] = {};
+  float o[kMt][D / 8][4] = {};
   // Keys the block's rows see: from its first row's window start to its last row's position.
   const int64_t last_row = (row0 + kRows < rows ? row0 + kRows : rows) - 1;
-  const int64_t pos_hi = first_pos + last_row / group;
-  int64_t key_lo = a.sliding_window > 0 ? first_pos + row0 / group - a.sliding_window + 1 : 0;
+  const int pos_hi = static_cast<int>(first_pos + last_row / group);
+  int key_lo =
+      a.sliding_window > 0 ? static_cast<int>(first_pos + row0 / group - a.sliding_window + 1) : 0;
   key_lo = key_lo > 0 ? key_lo / kKeys * kKeys : 0;
   // A tile needs no mask when every row of the block sees all its keys: none past the first row's
   // position (rows past the sequence are never stored, so their scores do not matter), none
   // before the last row's window start.
-  const int64_t pos_lo = first_pos + row0 / group;
-  const int64_t lo_hi = a.sliding_window > 0 ? pos_hi - a.sliding_window + 1 : 0;
+  const int pos_lo = static_cast<int>(first_pos + row0 / group);
+  const int lo_hi = a.sliding_window > 0 ? pos_hi - static_cast<int>(a.sliding_window) + 1 : 0;
 
   // Pipeline: V of a tile loads while its scores are computed, K of the next tile while its
   // softmax and P V run.
   IssueTile<D>(a, table, 0, kv_head, key_lo, kv_len, s.k);
-  for (int64_t t0 = key_lo; t0 <= pos_hi; t0 += kKeys) {
+  for (int t0 = key_lo; t0 <= pos_hi; t0 += kKeys) {
     CpAsyncWait<0>();
-    __syncthreads();  // K(t0) is in; every warp is done with V of the previous tile
+    __syncthreads();  // K(t0) (and Q, first time) is in; every warp is done with V of the previous
     IssueTile<D>(a, table, 1, kv_head, t0, kv_len, s.v);
-    float sc[kKeys / 8][4];
-    Scores<Fmt, D>(s, qf, sc);
+    float sc[kMt][kKeys / 8][4];
+    Scores<Fmt, D>(s, sc);
     __syncthreads();  // every warp is done with K(t0)
     IssueTile<D>(a, table, 0, kv_head, t0 + kKeys <= pos_hi ? t0 + kKeys : -1, kv_len, s.k);
-    if (t0 + kKeys - 1 <= pos_lo && t0 >= lo_hi) {
-      Softmax<D, false>(sc, r, t0, a.scale * kLog2e, o);
-    } else {
-      Softmax<D, true>(sc, r, t0, a.scale * kLog2e, o);
+    const bool whole = t0 + kKeys - 1 <= pos_lo && t0 >= lo_hi;
+#pragma unroll
+    for (int mt = 0; mt < kMt; ++mt) {
+      if (whole) {
+        Softmax<D, false>(sc[mt], r, mt, t0, a.scale * kLog2e, o[mt]);
+      } else {
+        Softmax<D, true>(sc[mt], r, mt, t0, a.scale * kLog2e, o[mt]);
+      }
     }
     CpAsyncWait<1>();
     __syncthreads();  // V(t0) is in (K of the next tile may still be loading)
@@ -351,8 +384,14 @@ int Launch(const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len, v
   const int64_t tiles = (max_q_len * group + kRows - 1) / kRows;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.kv.kv_heads),
                   static_cast<unsigned>(a.batch));
+  constexpr int kSmem = sizeof(MmaSmem<D>);
+  if (kSmem > 48 * 1024) {  // above the default limit of dynamic shared memory: opt in
+    const cudaError_t set = cudaFuncSetAttribute(
+        PrefillMmaKernel<Fmt, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (set != cudaSuccess) return static_cast<int>(set);
+  }
   PrefillMmaKernel<Fmt, D>
-      <<<grid, kWarps * kWarpSize, 0, static_cast<cudaStream_t>(stream)>>>(a, q_indptr);
+      <<<grid, kWarps * kWarpSize, kSmem, static_cast<cudaStream_t>(stream)>>>(a, q_indptr);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -48,6 +48,11 @@ absl::Status GemmTiled(DType dtype, const GemmArgs& args, StreamHandle stream);
 inline constexpr int64_t kGemvMaxRows = 4;
 absl::Status Gemv(DType dtype, const GemmArgs& args, StreamHandle stream);
 
+// Gemv of SiluAndMul(x): args.x is [m, 2k], each row gate | up (what SiluAndMul takes), and the
+// product's input row is silu(gate) * up rounded to the format, as SiluAndMul's output is — the
+// MLP's down projection of a decode step in one launch, without the activation buffer.
+absl::Status GemvSiluMul(DType dtype, const GemmArgs& args, StreamHandle stream);
+
 // Checks shapes, pointers and alignment; shared by both backends.
 absl::Status CheckGemmArgs(const GemmArgs& args);
 

@@ -41,16 +41,29 @@ absl::Status GemmTiled(DType dtype, const GemmArgs& a, StreamHandle stream) {
   return ::kvtier::gpu::StatusFromVendorCode(code, "GemmTiled launch");
 }
 
-absl::Status Gemv(DType dtype, const GemmArgs& a, StreamHandle stream) {
-  KVTIER_RETURN_IF_ERROR(CheckProductArgs("Gemv", a));  // any n: y is written element by element
+namespace {
+
+absl::Status LaunchGemv(const char* op, DType dtype, const GemmArgs& a, bool silu_mul,
+                        StreamHandle stream) {
+  KVTIER_RETURN_IF_ERROR(CheckProductArgs(op, a));  // any n: y is written element by element
   if (a.m > kGemvMaxRows) {
     return absl::InvalidArgumentError(
-        fmt::format("Gemv: m must be at most {}, got {}", kGemvMaxRows, a.m));
+        fmt::format("{}: m must be at most {}, got {}", op, kGemvMaxRows, a.m));
   }
   const int code = ::kvtier::ops::gpu_launch::Gemv(
       dtype == DType::kBf16, static_cast<const uint16_t*>(a.x), static_cast<const uint16_t*>(a.w),
-      static_cast<const uint16_t*>(a.bias), a.m, a.n, a.k, a.y, a.y_float, stream);
-  return ::kvtier::gpu::StatusFromVendorCode(code, "Gemv launch");
+      static_cast<const uint16_t*>(a.bias), a.m, a.n, a.k, a.y, a.y_float, silu_mul, stream);
+  return ::kvtier::gpu::StatusFromVendorCode(code, fmt::format("{} launch", op));
+}
+
+}  // namespace
+
+absl::Status Gemv(DType dtype, const GemmArgs& a, StreamHandle stream) {
+  return LaunchGemv("Gemv", dtype, a, false, stream);
+}
+
+absl::Status GemvSiluMul(DType dtype, const GemmArgs& a, StreamHandle stream) {
+  return LaunchGemv("GemvSiluMul", dtype, a, true, stream);
 }
 
 }  // namespace kvtier::ops::gpu

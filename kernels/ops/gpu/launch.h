@@ -30,6 +30,23 @@ int SiluAndMul(bool bf16, const uint16_t* gate_up, int64_t n, int64_t d, uint16_
 int WriteKv(const uint16_t* k, const uint16_t* v, int64_t src_token_stride,
             const int64_t* token_slots, int64_t n, const KvGeometry& g, int64_t layer,
             uint16_t* pool, void* stream);
+// RopeAndWriteKv (ops_gpu.h): q rotated in place, k rotated into the pool, v copied there.
+struct RopeWriteKvArgs {
+  uint16_t* q = nullptr;
+  int64_t q_token_stride = 0;
+  int64_t q_heads = 0;
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  int64_t kv_token_stride = 0;
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  const int64_t* token_slots = nullptr;
+  KvGeometry kv;
+  int64_t layer = 0;
+  uint16_t* pool = nullptr;
+};
+int RopeWriteKv(bool bf16, const RopeWriteKvArgs& a, int64_t n, void* stream);
+
 // y [m, n] float += bias [n] (16-bit): the bias of a float-output GEMM where the library's fused
 // epilogue cannot take a 16-bit bias.
 int AddBiasToFloat(bool bf16, float* y, const uint16_t* bias, int64_t m, int64_t n, void* stream);
@@ -77,8 +94,9 @@ int GemmTiled(bool bf16, const uint16_t* x, const uint16_t* w, const uint16_t* b
 int Sample(const float* logits, int64_t vocab, float temperature, int32_t top_k, float top_p,
            uint64_t seed, uint64_t step, uint64_t* workspace, int32_t* out, void* stream);
 
-// Gemv (gemm_gpu.h): the same product for m <= 4 rows, memory-bound (gemv_kernel.cu).
+// Gemv (gemm_gpu.h): the same product for m <= 4 rows, memory-bound (gemv_kernel.cu). silu_mul:
+// x is [m, 2k] (gate | up) and the product's input is SiluAndMul of it.
 int Gemv(bool bf16, const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t m,
-         int64_t n, int64_t k, void* y, bool y_float, void* stream);
+         int64_t n, int64_t k, void* y, bool y_float, bool silu_mul, void* stream);
 
 }  // namespace kvtier::ops::gpu_launch

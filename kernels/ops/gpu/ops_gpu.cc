@@ -118,6 +118,47 @@ absl::Status WriteKv(const void* k, const void* v, int64_t src_token_stride,
                   kOp);
 }
 
+absl::Status RopeAndWriteKv(DType dtype, void* q, int64_t q_token_stride, int64_t q_heads,
+                            const void* k, const void* v, int64_t kv_token_stride,
+                            const int32_t* positions, const float* inv_freq,
+                            const int64_t* token_slots, int64_t n, const PagedKvGeometry& geometry,
+                            int64_t layer, void* pool, StreamHandle stream) {
+  constexpr const char* kOp = "RopeAndWriteKv";
+  KVTIER_RETURN_IF_ERROR(check::Positive(kOp, "n", n));
+  KVTIER_RETURN_IF_ERROR(check::Positive(kOp, "q_heads", q_heads));
+  KVTIER_RETURN_IF_ERROR(check::Positive(kOp, "kv_heads", geometry.kv_heads));
+  KVTIER_RETURN_IF_ERROR(check::Positive(kOp, "block_tokens", geometry.block_tokens));
+  if (geometry.head_dim <= 0 || geometry.head_dim % 2 != 0 || geometry.head_dim > 256) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: head_dim must be positive, even and at most 256, got {}", kOp, geometry.head_dim));
+  }
+  if (q_token_stride < q_heads * geometry.head_dim || kv_token_stride < geometry.token_elems()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: token strides {} (q) and {} (k, v) are shorter than a token's heads", kOp,
+                    q_token_stride, kv_token_stride));
+  }
+  if (layer < 0 || layer >= geometry.layers) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: layer {} outside the pool's {} layers", kOp, layer, geometry.layers));
+  }
+  const void* pointers[] = {q, k, v, pool, positions, inv_freq, token_slots};
+  for (const void* p : pointers) KVTIER_RETURN_IF_ERROR(check::NotNull(kOp, "a pointer", p));
+  launch::RopeWriteKvArgs a;
+  a.q = U16(q);
+  a.q_token_stride = q_token_stride;
+  a.q_heads = q_heads;
+  a.k = U16(k);
+  a.v = U16(v);
+  a.kv_token_stride = kv_token_stride;
+  a.positions = positions;
+  a.inv_freq = inv_freq;
+  a.token_slots = token_slots;
+  a.kv = {geometry.layers, geometry.block_tokens, geometry.kv_heads, geometry.head_dim};
+  a.layer = layer;
+  a.pool = U16(pool);
+  return Launched(launch::RopeWriteKv(IsBf16(dtype), a, n, stream), kOp);
+}
+
 absl::Status Argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* out,
                     StreamHandle stream) {
   constexpr const char* kOp = "Argmax";

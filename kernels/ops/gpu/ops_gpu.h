@@ -60,6 +60,18 @@ absl::Status WriteKv(const void* k, const void* v, int64_t src_token_stride,
                      const int64_t* token_slots, int64_t n, const PagedKvGeometry& geometry,
                      int64_t layer, void* pool, StreamHandle stream);
 
+// ApplyRope of q and k followed by WriteKv of k and v, in one launch (what a decode step does to
+// its one token between the qkv projection and attention). Token i's q heads [q_heads, head_dim]
+// at q + i * q_token_stride are rotated in place; its K heads [kv_heads, head_dim] at
+// k + i * kv_token_stride are rotated and stored into the pool (k itself is left as it was) and its
+// V heads at v + i * kv_token_stride stored as they are. head_dim and kv_heads are the pool
+// geometry's; the other contracts are ApplyRope's and WriteKv's.
+absl::Status RopeAndWriteKv(DType dtype, void* q, int64_t q_token_stride, int64_t q_heads,
+                            const void* k, const void* v, int64_t kv_token_stride,
+                            const int32_t* positions, const float* inv_freq,
+                            const int64_t* token_slots, int64_t n, const PagedKvGeometry& geometry,
+                            int64_t layer, void* pool, StreamHandle stream);
+
 // Greedy sampling: out[r] = the index of the largest of logits [rows, vocab] (float), the lowest
 // among equal ones (ref::Argmax). out is device int32 [rows].
 absl::Status Argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* out,

@@ -55,6 +55,12 @@ absl::Status AttentionDecode(DType, const AttentionParams&, const AttentionBatch
 absl::Status CheckGemmArgs(const GemmArgs&) { return NoGpu("Gemm"); }
 absl::Status GemmTiled(DType, const GemmArgs&, StreamHandle) { return NoGpu("GemmTiled"); }
 absl::Status Gemv(DType, const GemmArgs&, StreamHandle) { return NoGpu("Gemv"); }
+absl::Status GemvSiluMul(DType, const GemmArgs&, StreamHandle) { return NoGpu("GemvSiluMul"); }
+absl::Status RopeAndWriteKv(DType, void*, int64_t, int64_t, const void*, const void*, int64_t,
+                            const int32_t*, const float*, const int64_t*, int64_t,
+                            const PagedKvGeometry&, int64_t, void*, StreamHandle) {
+  return NoGpu("RopeAndWriteKv");
+}
 absl::Status Sample(const float*, int64_t, const SamplingParams&, uint64_t, void*, int64_t,
                     int32_t*, StreamHandle) {
   return NoGpu("Sample");
