@@ -153,7 +153,17 @@ std::vector<ConfigKey> T1Keys() {
            "wait for all of it",
            KVTIER_FIELD(tiers.t1.first_ready_bytes)),
   };
-  for (ConfigKey& k : PolicyKeys("t1", KVTIER_FIELD(tiers.t1_policy))) keys.push_back(std::move(k));
+  for (ConfigKey& k : PolicyKeys("t1", KVTIER_FIELD(tiers.t1_policy))) {
+    // T1 is where puts are born, and a put is never refused: its admission is "all" only
+    // (TierManagerOptions::Validate says the same to a caller that builds options by hand).
+    if (k.name == "t1.admission.policy") {
+      k = Choice("t1.admission.policy", {"all"},
+                 "T1 admits every put (the daemon never refuses one; filter what reaches NVMe "
+                 "with `t2.admission`)",
+                 KVTIER_FIELD(tiers.t1_policy.admission.policy));
+    }
+    keys.push_back(std::move(k));
+  }
   return keys;
 }
 

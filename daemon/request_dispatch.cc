@@ -12,35 +12,16 @@ using protocol::Completion;
 using protocol::Op;
 using protocol::Request;
 
-BlockCode ToBlockCode(BlockStatus status) {
-  switch (status) {
-    case BlockStatus::kOk:
-      return BlockCode::kOk;
-    case BlockStatus::kAlreadyPresent:
-      return BlockCode::kAlreadyPresent;
-    case BlockStatus::kRetry:
-      return BlockCode::kRetryLater;
-    case BlockStatus::kNotFound:
-    case BlockStatus::kCorrupt:  // a corrupt copy is dropped: to the client it is a miss
-    case BlockStatus::kInvalid:  // no lease / no open put of that key: "not yours"
-      return BlockCode::kMissing;
-    case BlockStatus::kBusy:
-      return BlockCode::kLeased;
-    case BlockStatus::kBadChecksum:
-      return BlockCode::kBadChecksum;
-    case BlockStatus::kError:
-      break;
-  }
-  return BlockCode::kFailed;
-}
-
 namespace {
 
-BlockResult ResultOf(BlockStatus status, SlotId slot = 0, uint32_t payload_bytes = 0) {
-  const bool has_slot = status == BlockStatus::kOk && slot != kNoSlot;
-  return BlockResult{static_cast<uint32_t>(ToBlockCode(status)), has_slot ? slot : 0,
-                     has_slot ? payload_bytes : 0, 0};
+// The wire's result of a block: the service's code as it is, and the slot with kOk only.
+BlockResult ResultOf(BlockCode code, SlotId slot = kNoSlot, uint32_t payload_bytes = 0) {
+  const bool has_slot = code == BlockCode::kOk && slot != kNoSlot;
+  return BlockResult{static_cast<uint32_t>(code), has_slot ? slot : 0, has_slot ? payload_bytes : 0,
+                     0};
 }
+
+BlockResult ResultOf(const SlotResult& r) { return ResultOf(r.code, r.slot, r.payload_bytes); }
 
 }  // namespace
 
@@ -83,47 +64,37 @@ absl::StatusOr<Completion> RequestDispatcher::Lookup(const Request& request) {
 }
 
 absl::Status RequestDispatcher::Get(const Request& request, AsyncDone async_done) {
-  const bool t0 =
-      request.tier == static_cast<uint8_t>(Tier::kT0) && service_.tiers().t0() != nullptr;
+  const bool t0 = request.tier == static_cast<uint8_t>(Tier::kT0) && service_.has_t0();
   if (request.tier != static_cast<uint8_t>(Tier::kT1) && !t0) {
     return absl::InvalidArgumentError(fmt::format(
         "request {} (get): tier {} cannot be read from; this daemon serves gets from {}",
         request.request_id, request.tier,
-        service_.tiers().t0() != nullptr ? "T0 (0) and T1 (1)" : "T1 (1) (it runs without T0)"));
+        service_.has_t0() ? "T0 (0) and T1 (1)" : "T1 (1) (it runs without T0)"));
   }
   KVTIER_RETURN_IF_ERROR(protocol::ReadKeys(arena_, request, &keys_));
   const protocol::ArenaView arena = arena_;
   service_.Get(session_, keys_, t0 ? Tier::kT0 : Tier::kT1,
-               [arena, request, done = std::move(async_done)](std::vector<GetResult> got) {
+               [arena, request, done = std::move(async_done)](std::vector<SlotResult> got) {
                  std::vector<BlockResult> results(got.size());
-                 for (size_t i = 0; i < got.size(); ++i) {
-                   results[i] = ResultOf(got[i].status, got[i].slot, got[i].payload_bytes);
-                 }
+                 for (size_t i = 0; i < got.size(); ++i) results[i] = ResultOf(got[i]);
                  done(protocol::WriteBlockResults(arena, request, results));
                });
   return absl::OkStatus();
 }
 
 absl::StatusOr<Completion> RequestDispatcher::PutBegin(const Request& request) {
-  std::vector<protocol::PutBeginItem> wire;
-  KVTIER_RETURN_IF_ERROR(
-      protocol::ReadPutBegin(arena_, request, service_.tiers().t1().slot_bytes(), &wire));
-  std::vector<PutBeginItem> items(wire.size());
-  for (size_t i = 0; i < wire.size(); ++i) {
-    items[i] = PutBeginItem{wire[i].key, wire[i].parent, wire[i].payload_bytes};
-  }
-  std::vector<PutBeginResult> begun = service_.PutBegin(*session_, items);
+  std::vector<protocol::PutBeginItem> items;
+  KVTIER_RETURN_IF_ERROR(protocol::ReadPutBegin(arena_, request, service_.slot_bytes(), &items));
+  std::vector<SlotResult> begun = service_.PutBegin(*session_, items);
   results_.resize(begun.size());
-  for (size_t i = 0; i < begun.size(); ++i) results_[i] = ResultOf(begun[i].status, begun[i].slot);
+  for (size_t i = 0; i < begun.size(); ++i) results_[i] = ResultOf(begun[i]);
   return protocol::WriteBlockResults(arena_, request, results_);
 }
 
 absl::StatusOr<Completion> RequestDispatcher::PutCommit(const Request& request) {
-  std::vector<protocol::PutCommitItem> wire;
-  KVTIER_RETURN_IF_ERROR(protocol::ReadPutCommit(arena_, request, &wire));
-  std::vector<PutCommitItem> items(wire.size());
-  for (size_t i = 0; i < wire.size(); ++i) items[i] = PutCommitItem{wire[i].key, wire[i].checksum};
-  std::vector<BlockStatus> out = service_.PutCommit(*session_, items);
+  std::vector<protocol::PutCommitItem> items;
+  KVTIER_RETURN_IF_ERROR(protocol::ReadPutCommit(arena_, request, &items));
+  std::vector<BlockCode> out = service_.PutCommit(*session_, items);
   results_.resize(out.size());
   for (size_t i = 0; i < out.size(); ++i) results_[i] = ResultOf(out[i]);
   return protocol::WriteBlockResults(arena_, request, results_);
@@ -131,7 +102,7 @@ absl::StatusOr<Completion> RequestDispatcher::PutCommit(const Request& request) 
 
 absl::StatusOr<Completion> RequestDispatcher::KeysOp(const Request& request) {
   KVTIER_RETURN_IF_ERROR(protocol::ReadKeys(arena_, request, &keys_));
-  std::vector<BlockStatus> out;
+  std::vector<BlockCode> out;
   if (request.op == Op::kPutAbort) out = service_.PutAbort(*session_, keys_);
   if (request.op == Op::kRelease) out = service_.Release(*session_, keys_);
   if (request.op == Op::kDrop) out = service_.Drop(*session_, keys_);
@@ -142,24 +113,22 @@ absl::StatusOr<Completion> RequestDispatcher::KeysOp(const Request& request) {
 
 Completion RequestDispatcher::Stats(const Request& request) {
   const ServiceStats s = service_.Stats();
-  const TierManagerStats m = service_.tiers().Stats();
-  const TierStats t1 = service_.tiers().t1().Stats();
   protocol::StatsWire w{};
   w.lookups = s.lookups;
   w.lookup_keys = s.lookup_keys;
   w.lookup_hit_blocks = s.lookup_hit_blocks;
   w.gets = s.gets;
   w.get_blocks = s.get_blocks;
-  w.promotions = m.gets_promoted;
+  w.promotions = s.promotions;
   w.puts_begun = s.puts_begun;
   w.puts_committed = s.puts_committed;
   w.puts_aborted = s.puts_aborted;
   w.puts_retry = s.puts_retry;
   w.releases = s.releases;
   w.drops = s.drops;
-  w.t1_slots_total = t1.capacity_slots;
-  w.t1_slots_free = t1.capacity_slots - t1.used_slots;
-  w.leases_held = service_.leases_held();
+  w.t1_slots_total = s.t1_slots_total;
+  w.t1_slots_free = s.t1_slots_free;
+  w.leases_held = s.leases_held;
   w.requests_invalid = s.requests_invalid;
   return protocol::WriteStats(arena_, request, w);
 }

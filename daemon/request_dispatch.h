@@ -48,7 +48,4 @@ class RequestDispatcher {
   std::vector<protocol::BlockResult> results_;
 };
 
-// The protocol's code for a service outcome.
-protocol::BlockCode ToBlockCode(BlockStatus status);
-
 }  // namespace kvtier

@@ -11,6 +11,7 @@
 #include <boost/asio.hpp>
 #include <future>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "client/protocol/fd_passing.h"
@@ -19,8 +20,7 @@
 #include "common/errno_text.h"
 #include "common/log.h"
 #include "daemon/accept_backoff.h"
-#include "kernels/gpu_runtime.h"
-#include "tiers/device_tier.h"
+#include "kernels/gpu_runtime.h"  // for the IPC handle's size
 
 namespace kvtier {
 namespace {
@@ -121,28 +121,21 @@ class Server::Impl {
 };
 
 absl::Status Server::Impl::DescribeT0() {
-  const DeviceTier* t0 = service_.tiers().t0();
-  if (t0 == nullptr) return absl::OkStatus();
-  // GetDeviceInfo makes the device current on this thread, which is harmless: the server thread
-  // never touches a GPU, and the tier manager set its own device on its own threads.
-  absl::StatusOr<gpu::DeviceInfo> info = gpu::GetDeviceInfo(t0->device());
-  if (!info.ok()) {
-    return absl::Status(info.status().code(), fmt::format("T0 on GPU {}: {}", t0->device(),
-                                                          std::string(info.status().message())));
-  }
-  if (info->pci_bus_id.empty() || info->pci_bus_id.size() >= protocol::kPciBusIdBytes) {
+  const std::optional<T0Pool> t0 = service_.t0_pool();
+  if (!t0) return absl::OkStatus();
+  if (t0->pci_bus_id.empty() || t0->pci_bus_id.size() >= protocol::kPciBusIdBytes) {
     return absl::InternalError(
-        fmt::format("T0 on GPU {}: PCI bus id '{}' does not fit the Welcome's {} bytes",
-                    t0->device(), info->pci_bus_id, protocol::kPciBusIdBytes));
+        fmt::format("T0 on GPU {}: PCI bus id '{}' does not fit the Welcome's {} bytes", t0->device,
+                    t0->pci_bus_id, protocol::kPciBusIdBytes));
   }
   static_assert(gpu::kIpcHandleBytes == protocol::kT0IpcHandleBytes);
-  t0_.t0_bytes = t0->size();
-  t0_.t0_slot_bytes = t0->slot_bytes();
-  t0_.t0_slots = t0->capacity_slots();
-  t0_.t0_pci_bus_id = info->pci_bus_id;
-  t0_.t0_ipc_handle = t0->ipc_handle().bytes;
-  KVTIER_LOG(kInfo, "server", "clients on GPU {} ({}) may map T0: {} slots of {} bytes",
-             t0->device(), info->pci_bus_id, t0_.t0_slots, t0_.t0_slot_bytes);
+  t0_.t0_bytes = t0->bytes;
+  t0_.t0_slot_bytes = t0->slot_bytes;
+  t0_.t0_slots = t0->slots;
+  t0_.t0_pci_bus_id = t0->pci_bus_id;
+  t0_.t0_ipc_handle = t0->ipc_handle.bytes;
+  KVTIER_LOG(kInfo, "server", "clients on GPU {} ({}) may map T0: {} slots of {} bytes", t0->device,
+             t0->pci_bus_id, t0_.t0_slots, t0_.t0_slot_bytes);
   return absl::OkStatus();
 }
 
@@ -354,15 +347,15 @@ absl::Status Server::Impl::Welcome(const std::shared_ptr<Handshake>& h,
                           protocol::ShmRegion::Create(layout));
   KVTIER_ASSIGN_OR_RETURN(protocol::EventFd daemon_bell, protocol::EventFd::Create());
   KVTIER_ASSIGN_OR_RETURN(protocol::EventFd client_bell, protocol::EventFd::Create());
-  const HostTier& t1 = service_.tiers().t1();
+  const T1Segment t1 = service_.t1_segment();
   protocol::Welcome welcome = t0_;
   welcome.session_id = session->id();
-  welcome.t1_bytes = t1.size();
-  welcome.t1_slot_bytes = t1.slot_bytes();
-  welcome.t1_slots = t1.capacity_slots();
+  welcome.t1_bytes = t1.bytes;
+  welcome.t1_slot_bytes = t1.slot_bytes;
+  welcome.t1_slots = t1.slots;
   welcome.max_batch = protocol::kMaxBatchKeys;
   welcome.layout = layout;
-  const int fds[] = {t1.fd(), region->fd(), daemon_bell.fd(), client_bell.fd()};
+  const int fds[] = {t1.fd, region->fd(), daemon_bell.fd(), client_bell.fd()};
   KVTIER_RETURN_IF_ERROR(
       protocol::SendFrame(h->socket.native_handle(), protocol::EncodeWelcome(welcome), fds));
   const uint64_t id = next_id_++;

@@ -15,22 +15,23 @@ namespace kvtier {
 namespace {
 
 using KeyBuffer = absl::InlinedVector<BlockKey, 64>;
+using protocol::BlockCode;
 
-BlockStatus StatusOf(const absl::Status& status) {
+// The one translation of a tier manager answer into a block's code.
+BlockCode CodeOf(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kOk:
-      return BlockStatus::kOk;
+      return BlockCode::kOk;
     case absl::StatusCode::kNotFound:
-      return BlockStatus::kNotFound;
-    case absl::StatusCode::kDataLoss:
-      return BlockStatus::kCorrupt;
+    case absl::StatusCode::kDataLoss:  // its only copy failed its checksum: dropped, a miss
+      return BlockCode::kMissing;
     case absl::StatusCode::kResourceExhausted:
     case absl::StatusCode::kUnavailable:
-      return BlockStatus::kRetry;
-    case absl::StatusCode::kFailedPrecondition:
-      return BlockStatus::kBusy;
+      return BlockCode::kRetryLater;
+    case absl::StatusCode::kFailedPrecondition:  // drop: leased
+      return BlockCode::kLeased;
     default:
-      return BlockStatus::kError;
+      return BlockCode::kFailed;
   }
 }
 
@@ -46,7 +47,7 @@ bool EarlierWith(absl::Span<const Item> items, size_t i, Pred pred) {
 
 // State of one Get batch: results fill in as blocks complete; the last one calls done.
 struct GetBatch {
-  std::vector<GetResult> results;
+  std::vector<SlotResult> results;
   std::atomic<size_t> remaining{0};
   GetBatchDone done;
 };
@@ -112,6 +113,22 @@ void Service::ReleaseAll(Session& session) {
   for (const auto& [key, put] : puts) tiers_.AbortPut(put.slot);
 }
 
+uint32_t Service::slot_bytes() const { return tiers_.t1().slot_bytes(); }
+
+bool Service::has_t0() const { return tiers_.t0() != nullptr; }
+
+T1Segment Service::t1_segment() const {
+  const HostTier& t1 = tiers_.t1();
+  return T1Segment{t1.fd(), t1.size(), t1.slot_bytes(), t1.capacity_slots()};
+}
+
+std::optional<T0Pool> Service::t0_pool() const {
+  const DeviceTier* t0 = tiers_.t0();
+  if (t0 == nullptr) return std::nullopt;
+  return T0Pool{t0->device(),     t0->pci_bus_id(),     t0->size(),
+                t0->slot_bytes(), t0->capacity_slots(), t0->ipc_handle()};
+}
+
 size_t Service::Lookup(Session& session, absl::Span<const BlockKey> keys,
                        absl::Span<TierMask> tiers) {
   KeyBuffer scoped(keys.size());
@@ -132,9 +149,9 @@ size_t Service::Lookup(Session& session, absl::Span<const BlockKey> keys,
   return n;
 }
 
-GetResult Service::SettleGet(Session& session, const BlockKey& key,
-                             absl::StatusOr<LeasedBlock> got) {
-  if (!got.ok()) return GetResult{StatusOf(got.status()), kNoSlot, 0};
+SlotResult Service::SettleGet(Session& session, const BlockKey& key,
+                              absl::StatusOr<LeasedBlock> got) {
+  if (!got.ok()) return SlotResult{CodeOf(got.status()), kNoSlot, 0};
   {
     absl::MutexLock lock(&session.mu_);
     if (!session.closed_) {
@@ -146,11 +163,11 @@ GetResult Service::SettleGet(Session& session, const BlockKey& key,
             got->tier == Tier::kT0 ? CopyDirection::kT0ToClient : CopyDirection::kT1ToClient,
             got->payload_bytes);
       }
-      return GetResult{BlockStatus::kOk, got->slot, got->payload_bytes};
+      return SlotResult{BlockCode::kOk, got->slot, got->payload_bytes};
     }
   }
   (void)tiers_.Release(key);  // the client went away while this block was on its way
-  return GetResult{BlockStatus::kInvalid, kNoSlot, 0};
+  return SlotResult{BlockCode::kMissing, kNoSlot, 0};
 }
 
 void Service::Get(const std::shared_ptr<Session>& session, absl::Span<const BlockKey> keys,
@@ -181,8 +198,8 @@ void Service::Get(const std::shared_ptr<Session>& session, absl::Span<const Bloc
   finish_one();
 }
 
-std::vector<BlockStatus> Service::Release(Session& session, absl::Span<const BlockKey> keys) {
-  std::vector<BlockStatus> out(keys.size(), BlockStatus::kInvalid);
+std::vector<BlockCode> Service::Release(Session& session, absl::Span<const BlockKey> keys) {
+  std::vector<BlockCode> out(keys.size(), BlockCode::kMissing);
   for (size_t i = 0; i < keys.size(); ++i) {
     const BlockKey key = scope_.Scope(session.root_, keys[i]);
     {
@@ -194,71 +211,89 @@ std::vector<BlockStatus> Service::Release(Session& session, absl::Span<const Blo
     leases_.fetch_sub(1, std::memory_order_relaxed);
     releases_.fetch_add(1, std::memory_order_relaxed);
     if (metrics_ != nullptr) metrics_->AddLeases(-1);
-    out[i] = StatusOf(tiers_.Release(key));
+    out[i] = CodeOf(tiers_.Release(key));
   }
   return out;
 }
 
-std::vector<PutBeginResult> Service::PutBegin(Session& session,
-                                              absl::Span<const PutBeginItem> items) {
-  std::vector<PutBeginResult> out(items.size());
+std::vector<SlotResult> Service::PutBegin(Session& session,
+                                          absl::Span<const protocol::PutBeginItem> items) {
+  std::vector<SlotResult> out(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
-    out[i].status = BeginOne(session, items[i], &out[i].slot);
-    // A key repeated in one request is stored once: the occurrence that got the slot writes it,
-    // the later ones are skipped as present (docs/protocol.md "Repeated keys"). Looked for only
-    // when the put was found open already, so a request without repeats pays nothing.
-    if (out[i].status == BlockStatus::kInvalid &&
-        EarlierWith(items, i, [&](size_t j) { return out[j].status == BlockStatus::kOk; })) {
-      out[i].status = BlockStatus::kAlreadyPresent;
+    out[i] = BeginOne(session, items, i, absl::MakeConstSpan(out).first(i));
+    if (out[i].code == BlockCode::kOk) puts_begun_.fetch_add(1, std::memory_order_relaxed);
+    if (out[i].code == BlockCode::kRetryLater) {
+      puts_retry_.fetch_add(1, std::memory_order_relaxed);
     }
-    if (out[i].status == BlockStatus::kOk) puts_begun_.fetch_add(1, std::memory_order_relaxed);
-    if (out[i].status == BlockStatus::kRetry) puts_retry_.fetch_add(1, std::memory_order_relaxed);
   }
   return out;
 }
 
-BlockStatus Service::BeginOne(Session& session, const PutBeginItem& item, SlotId* slot_out) {
-  if (item.payload_bytes == 0 || item.payload_bytes > tiers_.t1().slot_bytes()) {
-    return BlockStatus::kInvalid;
+bool Service::AlreadyPresent(const BlockKey& key) const {
+  const std::optional<BlockInfo> info = tiers_.index().Find(key);
+  return info && info->tiers != 0;
+}
+
+SlotResult Service::BeginOne(Session& session, absl::Span<const protocol::PutBeginItem> items,
+                             size_t i, absl::Span<const SlotResult> begun) {
+  const protocol::PutBeginItem& item = items[i];
+  if (item.payload_bytes == 0 || item.payload_bytes > slot_bytes()) {
+    return SlotResult{BlockCode::kFailed};
   }
   const BlockKey key = scope_.Scope(session.root_, item.key);
-  std::optional<BlockInfo> info = tiers_.index().Find(key);
-  if (info && info->tiers != 0) {
+  if (AlreadyPresent(key)) {
     tiers_.CountPutAlreadyPresent();
-    return BlockStatus::kAlreadyPresent;
+    return SlotResult{BlockCode::kAlreadyPresent};
   }
-  absl::MutexLock lock(&session.mu_);
-  if (session.closed_ || session.pending_puts_.contains(key)) return BlockStatus::kInvalid;
+  SlotResult opened;
+  {
+    absl::MutexLock lock(&session.mu_);
+    opened = OpenPutLocked(session, key, item);
+  }
+  // A key repeated in one request is stored once: the occurrence that got the slot writes it, the
+  // later ones are skipped as present (docs/protocol.md "Repeated keys"). Looked for only when the
+  // put was found open already, so a request without repeats pays nothing.
+  if (opened.code == BlockCode::kMissing &&
+      EarlierWith(items, i, [&](size_t j) { return begun[j].code == BlockCode::kOk; })) {
+    return SlotResult{BlockCode::kAlreadyPresent};
+  }
+  return opened;
+}
+
+SlotResult Service::OpenPutLocked(Session& session, const BlockKey& key,
+                                  const protocol::PutBeginItem& item) {
+  if (session.closed_ || session.pending_puts_.contains(key)) {
+    return SlotResult{BlockCode::kMissing};
+  }
   absl::StatusOr<SlotId> slot = tiers_.AllocateForPut();
-  if (!slot.ok()) return StatusOf(slot.status());
+  if (!slot.ok()) return SlotResult{CodeOf(slot.status())};
   std::optional<BlockKey> parent;
   if (item.parent) parent = scope_.Scope(session.root_, *item.parent);
   session.pending_puts_[key] =
       Session::OpenPut{*slot, item.payload_bytes, parent, std::chrono::steady_clock::now()};
-  *slot_out = *slot;
-  return BlockStatus::kOk;
+  return SlotResult{BlockCode::kOk, *slot, item.payload_bytes};
 }
 
-std::vector<BlockStatus> Service::PutCommit(Session& session,
-                                            absl::Span<const PutCommitItem> items) {
+std::vector<BlockCode> Service::PutCommit(Session& session,
+                                          absl::Span<const protocol::PutCommitItem> items) {
   std::vector<Committing> puts;
   TakeOpenPuts(session, items, puts);
   if (options_.verify_puts) VerifyPayloads(items, puts);
-  std::vector<BlockStatus> out(items.size());
+  std::vector<BlockCode> out(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     out[i] = Publish(session, items[i], puts[i]);
-    if (out[i] == BlockStatus::kOk) puts_committed_.fetch_add(1, std::memory_order_relaxed);
+    if (out[i] == BlockCode::kOk) puts_committed_.fetch_add(1, std::memory_order_relaxed);
     // A key named again after this commit published it is present, not "no open put".
     if (!puts[i].open && EarlierWith(items, i, [&](size_t j) {
-          return out[j] == BlockStatus::kOk || out[j] == BlockStatus::kAlreadyPresent;
+          return out[j] == BlockCode::kOk || out[j] == BlockCode::kAlreadyPresent;
         })) {
-      out[i] = BlockStatus::kAlreadyPresent;
+      out[i] = BlockCode::kAlreadyPresent;
     }
   }
   return out;
 }
 
-void Service::TakeOpenPuts(Session& session, absl::Span<const PutCommitItem> items,
+void Service::TakeOpenPuts(Session& session, absl::Span<const protocol::PutCommitItem> items,
                            std::vector<Committing>& out) {
   out.resize(items.size());
   for (size_t i = 0; i < items.size(); ++i) out[i].key = scope_.Scope(session.root_, items[i].key);
@@ -276,7 +311,8 @@ void Service::TakeOpenPuts(Session& session, absl::Span<const PutCommitItem> ite
 // The client wrote each slot through its own mapping; what is published must be what it meant.
 // A large commit (a GPU put's chunk: tens of MiB) is hashed on the pool, the items split into one
 // contiguous run per thread; a small one on this thread, where a hand-off would cost more.
-void Service::VerifyPayloads(absl::Span<const PutCommitItem> items, std::vector<Committing>& puts) {
+void Service::VerifyPayloads(absl::Span<const protocol::PutCommitItem> items,
+                             std::vector<Committing>& puts) {
   auto verify = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       Committing& c = puts[i];
@@ -304,11 +340,11 @@ void Service::VerifyPayloads(absl::Span<const PutCommitItem> items, std::vector<
   done.wait();
 }
 
-BlockStatus Service::Publish(Session& session, const PutCommitItem& item, Committing& c) {
-  if (!c.open) return BlockStatus::kInvalid;
+BlockCode Service::Publish(Session& session, const protocol::PutCommitItem& item, Committing& c) {
+  if (!c.open) return BlockCode::kMissing;
   if (c.bad_sum) {
     tiers_.AbortPut(c.put.slot);
-    return BlockStatus::kBadChecksum;
+    return BlockCode::kBadChecksum;
   }
   const Session::OpenPut& put = c.put;
   const kvtier::PutCommit commit{c.key, session.namespace_id(), put.payload_bytes, item.checksum,
@@ -316,18 +352,18 @@ BlockStatus Service::Publish(Session& session, const PutCommitItem& item, Commit
   absl::StatusOr<CommitOutcome> outcome = tiers_.CommitPut(commit, put.slot);
   if (!outcome.ok()) {
     tiers_.AbortPut(put.slot);
-    return BlockStatus::kError;
+    return BlockCode::kFailed;
   }
   if (metrics_ != nullptr) {
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - put.begun;
     metrics_->ObserveTransfer(TransferOp::kPut, took.count());
     metrics_->AddCopiedBytes(CopyDirection::kClientToT1, put.payload_bytes);
   }
-  return *outcome == CommitOutcome::kStored ? BlockStatus::kOk : BlockStatus::kAlreadyPresent;
+  return *outcome == CommitOutcome::kStored ? BlockCode::kOk : BlockCode::kAlreadyPresent;
 }
 
-std::vector<BlockStatus> Service::PutAbort(Session& session, absl::Span<const BlockKey> keys) {
-  std::vector<BlockStatus> out(keys.size(), BlockStatus::kInvalid);
+std::vector<BlockCode> Service::PutAbort(Session& session, absl::Span<const BlockKey> keys) {
+  std::vector<BlockCode> out(keys.size(), BlockCode::kMissing);
   for (size_t i = 0; i < keys.size(); ++i) {
     const BlockKey key = scope_.Scope(session.root_, keys[i]);
     SlotId slot;
@@ -340,16 +376,16 @@ std::vector<BlockStatus> Service::PutAbort(Session& session, absl::Span<const Bl
     }
     tiers_.AbortPut(slot);
     puts_aborted_.fetch_add(1, std::memory_order_relaxed);
-    out[i] = BlockStatus::kOk;
+    out[i] = BlockCode::kOk;
   }
   return out;
 }
 
-std::vector<BlockStatus> Service::Drop(Session& session, absl::Span<const BlockKey> keys) {
-  std::vector<BlockStatus> out(keys.size());
+std::vector<BlockCode> Service::Drop(Session& session, absl::Span<const BlockKey> keys) {
+  std::vector<BlockCode> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    out[i] = StatusOf(tiers_.Drop(scope_.Scope(session.root_, keys[i])));
-    if (out[i] == BlockStatus::kOk) drops_.fetch_add(1, std::memory_order_relaxed);
+    out[i] = CodeOf(tiers_.Drop(scope_.Scope(session.root_, keys[i])));
+    if (out[i] == BlockCode::kOk) drops_.fetch_add(1, std::memory_order_relaxed);
   }
   return out;
 }
@@ -368,6 +404,11 @@ ServiceStats Service::Stats() const {
   s.releases = releases_.load();
   s.drops = drops_.load();
   s.requests_invalid = requests_invalid_.load();
+  s.promotions = tiers_.Stats().tier(Tier::kT1).gets_promoted;
+  const TierStats t1 = tiers_.t1().Stats();
+  s.t1_slots_total = t1.capacity_slots;
+  s.t1_slots_free = t1.capacity_slots - t1.used_slots;
+  s.leases_held = leases_held();
   return s;
 }
 

@@ -16,14 +16,17 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "client/protocol/record_codec.h"
 #include "daemon/key_scope.h"
 #include "index/namespace.h"
+#include "kernels/gpu_runtime.h"
 #include "tiers/nvme_verify_pool.h"
 #include "tiers/tier_manager.h"
 
@@ -32,48 +35,46 @@ namespace kvtier {
 class DaemonMetrics;
 class LookupRecorder;
 
-// One block's outcome, as the protocol reports it.
-enum class BlockStatus : uint8_t {
-  kOk = 0,
-  kAlreadyPresent = 1,  // put_begin/put_commit: stored by someone already; nothing to do
-  kRetry = 2,           // no room right now (T1 full of leased blocks); try again later
-  kNotFound = 3,        // get/drop/release: not cached (any more)
-  kCorrupt = 4,         // get: its only copy failed its checksum and is gone (counted)
-  kBusy = 5,            // drop: leased by someone
-  kInvalid = 6,         // the client broke the protocol for this block (see each method)
-  kError = 7,           // the daemon failed (an I/O error, logged)
-  kBadChecksum = 8,     // put_commit: the slot's payload does not match the checksum; discarded
-};
+// Per-block outcomes are the wire's (protocol::BlockCode, docs/protocol.md "Block codes"): the
+// service decides each block's code once and the dispatcher writes it as it is. Each method says
+// which codes it answers.
 
-struct GetResult {
-  BlockStatus status = BlockStatus::kError;
-  SlotId slot = kNoSlot;  // kOk: the T1 slot holding the payload, leased to this session
-  uint32_t payload_bytes = 0;
+// A block's outcome with the slot it got: a get's (a slot of the tier read, leased to the
+// session) or a put_begin's (a T1 slot to fill). slot and payload_bytes only with kOk.
+struct SlotResult {
+  protocol::BlockCode code = protocol::BlockCode::kFailed;
+  SlotId slot = kNoSlot;
+  uint32_t payload_bytes = 0;  // get: the payload's bytes; put_begin: as asked
 };
-using GetBatchDone = std::function<void(std::vector<GetResult>)>;
+using GetBatchDone = std::function<void(std::vector<SlotResult>)>;
 
-struct PutBeginResult {
-  BlockStatus status = BlockStatus::kError;  // kOk, kAlreadyPresent, kRetry or kInvalid
-  SlotId slot = kNoSlot;                     // kOk: the T1 slot to fill, this session's
-};
-
-struct PutBeginItem {
-  BlockKey key;
-  std::optional<BlockKey> parent;  // the block before it in its sequence; none for the first
-  uint32_t payload_bytes = 0;      // what the client will write, 1..slot_bytes
-};
-
-struct PutCommitItem {
-  BlockKey key;
-  uint64_t checksum = 0;  // XXH3-64 of the payload as written; 0 = not given (not verified)
-};
-
-// Counters since start, over every session.
+// Counters since start, over every session, and the state the stats op reports.
 struct ServiceStats {
   uint64_t lookups = 0, lookup_keys = 0, lookup_hit_blocks = 0;
   uint64_t gets = 0, get_blocks = 0;
+  uint64_t promotions = 0;  // T1 gets that had to bring the block up from a lower tier
   uint64_t puts_begun = 0, puts_committed = 0, puts_aborted = 0, puts_retry = 0;
   uint64_t releases = 0, drops = 0, requests_invalid = 0;
+  uint64_t t1_slots_total = 0, t1_slots_free = 0;
+  uint64_t leases_held = 0;  // now
+};
+
+// T1 as clients map it (the Welcome's T1 fields and its first fd).
+struct T1Segment {
+  int fd = -1;  // the tier's own: valid while the service's tier manager lives
+  uint64_t bytes = 0;
+  uint32_t slot_bytes = 0;
+  uint32_t slots = 0;
+};
+
+// T0 as clients on its GPU open it (the Welcome's T0 fields).
+struct T0Pool {
+  int device = 0;          // in this process's numbering
+  std::string pci_bus_id;  // how a client finds the same GPU in its own numbering
+  uint64_t bytes = 0;
+  uint32_t slot_bytes = 0;
+  uint32_t slots = 0;
+  gpu::IpcHandle ipc_handle;  // of the whole pool
 };
 
 // One client connection's state. Created by Service::Open; Service::Close (or the destructor)
@@ -138,40 +139,55 @@ class Service {
   // A session for a client that declared `ns`. InvalidArgument naming the field for a bad one.
   absl::StatusOr<std::shared_ptr<Session>> Open(const Namespace& ns);
   // Releases the session's leases and aborts its uncommitted puts; later calls on it are refused
-  // (kInvalid). Idempotent. Gets still in flight release their leases when they complete.
+  // (kMissing: nothing is the session's any more). Idempotent. Gets still in flight release their
+  // leases when they complete.
   void Close(Session& session);
 
+  // --- What clients see of the tiers ---
+  // The largest payload a put may carry (a T1 slot).
+  uint32_t slot_bytes() const;
+  // Whether gets may read from T0 (this daemon runs a GPU tier).
+  bool has_t0() const;
+  T1Segment t1_segment() const;
+  std::optional<T0Pool> t0_pool() const;  // nullopt without a T0
+
+  // --- Ops ---
   // Longest cached prefix of `keys` (DESIGN.md "Lookup"): returns n, and tiers[i] for i < n.
   // Takes no lease. Precondition: tiers.size() >= keys.size().
   size_t Lookup(Session& session, absl::Span<const BlockKey> keys, absl::Span<TierMask> tiers);
-  // Leases each of `keys` and makes sure it is in `tier` (T1, or T0 when the daemon has one;
-  // promoting as needed), then calls `done` once with one result per key: kOk (a slot of `tier`
-  // leased until Release), kNotFound, kCorrupt, kRetry or kError.
+  // Leases each of `keys` and makes sure it is in `tier` (T1, or T0 when has_t0(); promoting as
+  // needed), then calls `done` once with one result per key: kOk (a slot of `tier` leased until
+  // Release), kMissing (not cached, its only copy failed its checksum and is gone, or the session
+  // closed meanwhile), kRetryLater (no room in `tier` now) or kFailed (an I/O error, logged).
   void Get(const std::shared_ptr<Session>& session, absl::Span<const BlockKey> keys, Tier tier,
            GetBatchDone done);
   void Get(const std::shared_ptr<Session>& session, absl::Span<const BlockKey> keys,
            GetBatchDone done) {
     Get(session, keys, Tier::kT1, std::move(done));
   }
-  // Gives back one lease per key. kInvalid for a key this session holds no lease on.
-  std::vector<BlockStatus> Release(Session& session, absl::Span<const BlockKey> keys);
+  // Gives back one lease per key: kOk, or kMissing for a key this session holds no lease on.
+  std::vector<protocol::BlockCode> Release(Session& session, absl::Span<const BlockKey> keys);
 
-  // Phase one of a store: a T1 slot per item for the client to fill (kOk), or kAlreadyPresent
-  // (cached: skip it; also a key repeated in `items` after the occurrence given a slot, so a
-  // block is written once), kRetry (T1 full; nothing was reserved for that key), kInvalid (this
-  // session has a put of that key open from an earlier request, or a payload size of 0 or above a
-  // slot).
-  std::vector<PutBeginResult> PutBegin(Session& session, absl::Span<const PutBeginItem> items);
+  // Phase one of a store, per item: kOk (a T1 slot to fill, leased to the session), or
+  // kAlreadyPresent (cached: skip it; also a key repeated in `items` after the occurrence given a
+  // slot, so a block is written once), kRetryLater (T1 full; nothing was reserved for that key),
+  // kMissing (this session has a put of that key open from an earlier request), or kFailed (a
+  // payload size of 0 or above slot_bytes(); the wire's decoder refuses such a request first).
+  std::vector<SlotResult> PutBegin(Session& session,
+                                   absl::Span<const protocol::PutBeginItem> items);
   // Phase two: verifies each slot against its checksum (when given) and publishes it. Per item:
   // kOk, kAlreadyPresent (slot freed; also a key repeated in `items` after an occurrence that was
-  // published or present), kBadChecksum (discarded, slot freed), or kInvalid (no open put of that
-  // key). A block is visible to lookups only from here on.
-  std::vector<BlockStatus> PutCommit(Session& session, absl::Span<const PutCommitItem> items);
-  // Gives back slots of open puts that will not be committed. kInvalid for a key with no open put.
-  std::vector<BlockStatus> PutAbort(Session& session, absl::Span<const BlockKey> keys);
+  // published or present), kBadChecksum (discarded, slot freed), kMissing (no open put of that
+  // key) or kFailed (the tier manager refused it; slot freed). A block is visible to lookups only
+  // from here on.
+  std::vector<protocol::BlockCode> PutCommit(Session& session,
+                                             absl::Span<const protocol::PutCommitItem> items);
+  // Gives back slots of open puts that will not be committed: kOk, or kMissing for a key with no
+  // open put.
+  std::vector<protocol::BlockCode> PutAbort(Session& session, absl::Span<const BlockKey> keys);
 
-  // Removes blocks from every tier: kOk, kNotFound, or kBusy (leased).
-  std::vector<BlockStatus> Drop(Session& session, absl::Span<const BlockKey> keys);
+  // Removes blocks from every tier: kOk, kMissing (not cached), or kLeased.
+  std::vector<protocol::BlockCode> Drop(Session& session, absl::Span<const BlockKey> keys);
 
   // A client sent a malformed request (the server closes it); counted here for stats.
   void CountInvalidRequest() { requests_invalid_.fetch_add(1, std::memory_order_relaxed); }
@@ -179,16 +195,23 @@ class Service {
 
   size_t sessions() const { return sessions_.load(std::memory_order_relaxed); }
   uint64_t leases_held() const { return leases_.load(std::memory_order_relaxed); }
-  TierManager& tiers() const { return tiers_; }
 
  private:
   friend class Session;
   void ReleaseAll(Session& session) ABSL_LOCKS_EXCLUDED(session.mu_);
   // Records the outcome of one block of a Get for `session` (a lease, unless the session closed).
-  GetResult SettleGet(Session& session, const BlockKey& key, absl::StatusOr<LeasedBlock> got)
+  SlotResult SettleGet(Session& session, const BlockKey& key, absl::StatusOr<LeasedBlock> got)
       ABSL_LOCKS_EXCLUDED(session.mu_);
-  BlockStatus BeginOne(Session& session, const PutBeginItem& item, SlotId* slot_out)
-      ABSL_LOCKS_EXCLUDED(session.mu_);
+  // Whether a put of `key` (a daemon key) has nothing to store: the block is cached in some tier.
+  // The one place the service decides it (CommitPut applies the same rule when it publishes).
+  bool AlreadyPresent(const BlockKey& key) const;
+  // put_begin of items[i] (`begun` holds the outcomes of the items before it).
+  SlotResult BeginOne(Session& session, absl::Span<const protocol::PutBeginItem> items, size_t i,
+                      absl::Span<const SlotResult> begun) ABSL_LOCKS_EXCLUDED(session.mu_);
+  // Opens the put of `key` in the session: its slot, or the code why not.
+  SlotResult OpenPutLocked(Session& session, const BlockKey& key,
+                           const protocol::PutBeginItem& item)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu_);
   // put_commit in three steps: take each item's open put from the session; hash the payloads
   // (on verify_pool_ when the commit is large); publish or refuse each.
   struct Committing {
@@ -197,10 +220,11 @@ class Service {
     bool open = false;     // the session had this put open
     bool bad_sum = false;  // verify_puts found the payload differs from the checksum
   };
-  void TakeOpenPuts(Session& session, absl::Span<const PutCommitItem> items,
+  void TakeOpenPuts(Session& session, absl::Span<const protocol::PutCommitItem> items,
                     std::vector<Committing>& out) ABSL_LOCKS_EXCLUDED(session.mu_);
-  void VerifyPayloads(absl::Span<const PutCommitItem> items, std::vector<Committing>& puts);
-  BlockStatus Publish(Session& session, const PutCommitItem& item, Committing& c);
+  void VerifyPayloads(absl::Span<const protocol::PutCommitItem> items,
+                      std::vector<Committing>& puts);
+  protocol::BlockCode Publish(Session& session, const protocol::PutCommitItem& item, Committing& c);
 
   TierManager& tiers_;
   const KeyScope& scope_;

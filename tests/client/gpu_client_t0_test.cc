@@ -66,6 +66,10 @@ class GpuClientT0Test : public ::testing::TestWithParam<KvCopyPath> {
     client_ = std::move(*c);
     ASSERT_TRUE(client_->t0().has_value()) << "the Welcome has no T0\n" << daemon_->Log();
     EXPECT_EQ(client_->t0()->slot_bytes, client_->slot_bytes());  // t0 slots = t1.slot_bytes
+    // The Welcome names T0's GPU (t0.device 0) by the bus id its DeviceTier read at start.
+    auto info = gpu::GetDeviceInfo(0);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(client_->t0()->pci_bus_id, info->pci_bus_id);
     client::GpuClientOptions opts;
     opts.path = GetParam();
     auto g = client::GpuClient::Create(client_.get(), opts);

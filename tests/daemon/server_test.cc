@@ -156,6 +156,28 @@ TEST_F(ServerTest, PutThenGetReturnsTheSameBytes) {
   EXPECT_EQ(stats->lookup_hit_blocks, 20u);
 }
 
+// The wire's block results as docs/protocol.md gives them: put_begin's slot comes with the size
+// asked, a repeat of a key in the request is present, and the stats op counts through the service.
+TEST_F(ServerTest, PutBeginAnswersEachSlotWithTheSizeAsked) {
+  auto c = Connect();
+  const std::vector<BlockKey> keys = Keys(*c, 2);
+  auto begun = c->PutBegin(std::vector<protocol::PutBeginItem>{
+      {keys[0], std::nullopt, 4096}, {keys[1], keys[0], 1000}, {keys[0], std::nullopt, 4096}});
+  ASSERT_TRUE(begun.ok()) << begun.status();
+  EXPECT_EQ((*begun)[0].code, static_cast<uint32_t>(BlockCode::kOk));
+  EXPECT_EQ((*begun)[0].payload_bytes, 4096u);
+  EXPECT_EQ((*begun)[1].code, static_cast<uint32_t>(BlockCode::kOk));
+  EXPECT_EQ((*begun)[1].payload_bytes, 1000u);
+  EXPECT_EQ((*begun)[2].code, static_cast<uint32_t>(BlockCode::kAlreadyPresent));
+  EXPECT_EQ((*begun)[2].slot, 0u);
+  EXPECT_EQ((*begun)[2].payload_bytes, 0u);
+  auto stats = c->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->puts_begun, 2u);
+  EXPECT_EQ(stats->t1_slots_total, 64u);
+  EXPECT_EQ(stats->t1_slots_free, 62u);  // the two open puts' slots
+}
+
 TEST_F(ServerTest, TwoClientsStoringOnePrefixStoreItOnceAndNamespacesAreApart) {
   auto a = Connect(), b = Connect(), other = Connect(Ns("tenant-2"));
   const std::vector<BlockKey> keys = Keys(*a, 8);
