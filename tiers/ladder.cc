@@ -6,6 +6,8 @@
 #include <bit>
 #include <utility>
 
+#include "common/huge_pages.h"
+
 namespace kvtier {
 namespace {
 
@@ -103,7 +105,10 @@ absl::StatusOr<std::unique_ptr<Ladder>> Ladder::Create(std::vector<RungOptions> 
     if (ladder->present(r)) ladder->shed_order_.push_back(r);
   }
   if (ladder->shed_order_.empty()) return absl::InvalidArgumentError("ladder: no tier is present");
-  ladder->mask_.reserve(expected_ids);
+  // Read at random by replay: huge pages spare TLB misses; sized up front, no growth on the way.
+  ReserveHuge(ladder->mask_, expected_ids);
+  ladder->mask_.assign(expected_ids, 0);
+  if (ladder->any_leaf_first_) ladder->parent_.assign(expected_ids, kNoBlock);
   return ladder;
 }
 
@@ -226,6 +231,13 @@ VictimFate Ladder::FateOf(int r, TierMask copies, uint64_t ghost_key, bool below
   }
   ++rung.counters.rejected;
   return VictimFate::kDrop;
+}
+
+bool Ladder::AdmitBirth(int r, uint64_t ghost_key) {
+  Rung& rung = *rungs_[static_cast<size_t>(r)];
+  if (rung.admission == nullptr || rung.admission->Admit(ghost_key)) return true;
+  ++rung.counters.births_refused;
+  return false;
 }
 
 void Ladder::Prefetch(int r, absl::Span<const BlockId> ids) const {

@@ -6,8 +6,10 @@
 // rules below are one piece of code, and an offline hit ratio is the one the daemon gets.
 //
 // The rules:
-//  * Birth. A new block enters one rung (the daemon's puts: T1) without asking its admission: the
-//    writer has filled it already. Enter records it in the rung's eviction policy.
+//  * Birth. A new block enters one rung (the daemon's puts: T1) if that rung's admission accepts it
+//    (AdmitBirth); a refused block is not cached. The daemon runs T1 with admission "all" (its
+//    config refuses anything else: it has no way yet to tell a client its put was not admitted),
+//    so there every put is born; replay may model a tier that filters new blocks.
 //  * Reads. A read for rung `target` is served by the copy there (Touch). Otherwise the source is
 //    the fastest rung holding a copy (ReadSource); the copy climbs one present rung at a time from
 //    below (T2 -> T1 -> T0), or comes straight down from above (T0 -> T1), each step entering the
@@ -50,8 +52,8 @@ struct TierPolicyOptions {
   // Which resident block leaves next; eviction.capacity_blocks is set from the rung's slot count
   // (the value here is ignored).
   EvictionConfig eviction;
-  // Whether a victim of the rung above may move down into this rung. A rung where blocks are born
-  // (T1) should stay "all": it is never asked at birth. window_blocks 0 = the rung's capacity.
+  // Whether a block may enter this rung unasked: a victim of the rung above moving down, or a new
+  // block born here (reads are never gated). window_blocks 0 = the rung's capacity.
   AdmissionConfig admission;
   // Prefix-aware: evict only blocks with no resident child in this rung (index/leaf_tracker.h).
   bool leaf_first = false;
@@ -83,6 +85,7 @@ enum class VictimFate : uint8_t { kLeave, kMoveDown, kDrop };
   X(promoted_out, "copies made from this rung into another for a read")                \
   X(promotion_failures, "moves into this rung for a read that failed")                 \
   X(born, "new blocks that entered this rung")                                         \
+  X(births_refused, "new blocks this rung's admission refused (not cached)")           \
   X(evictions, "victims chosen by this rung's policy")                                 \
   X(clean_evictions, "victims with a copy below: left with no write")                  \
   X(moved_down, "victims copied into the rung below, then freed here")                 \
@@ -119,6 +122,8 @@ class Ladder {
   // --- Residency: what the rungs' policies hold ---
   TierMask Mask(BlockId id) const { return id < mask_.size() ? mask_[id] : TierMask{0}; }
   uint64_t Size(int r) const;
+  // The parent `id` entered with (leaf-first ladders only; else kNoBlock).
+  BlockId Parent(BlockId id) const { return id < parent_.size() ? parent_[id] : kNoBlock; }
   // A copy of `id` entered rung `r` (born there, or moved into it). Precondition: not resident in
   // `r`. `parent` is the block before it in its sequence, or kNoBlock (leaf-first rungs use it; a
   // block keeps the parent it first entered with).
@@ -157,6 +162,8 @@ class Ladder {
   // index, which still lists copies on their way out). Asks the next rung's admission only when
   // the victim has no lower copy and `below_admitting`; counts clean evictions and rejections.
   VictimFate FateOf(int r, TierMask copies, uint64_t ghost_key, bool below_admitting);
+  // Whether rung `r` takes a new block (its admission; counts a refusal).
+  bool AdmitBirth(int r, uint64_t ghost_key);
   // Whether any rung below `r` holds a copy in `copies`.
   bool HasCopyBelow(int r, TierMask copies) const;
 

@@ -189,6 +189,9 @@ class Mover {
   std::vector<std::pair<int, SlotId>> deferred_frees_ ABSL_GUARDED_BY(mu_);
   bool work_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool evictor_idle_ ABSL_GUARDED_BY(mu_) = false;
+  // Quiesce and Flush calls waiting now. In replay-exact mode the evictor sheds only for them, so
+  // it never decides while a client holds a lease mid-operation.
+  uint32_t waiters_for_idle_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> flushing_{false};  // Flush is emptying the birth rung
   std::atomic<uint64_t> puts_committed_{0}, puts_already_present_{0}, puts_refused_full_{0};

@@ -17,6 +17,9 @@ bool Mover::ShouldShed(int r) {
   if (storage == nullptr) return false;
   const TierStats s = storage->Stats();  // outside mu_: T2 takes its own lock
   absl::MutexLock lock(&mu_);
+  // Replay-exact mode: occupancy is what the ladder holds, as replay counts it (no moves are in
+  // flight when the evictor decides; a put's slot counts once the block is committed).
+  if (options_.settle_each_move) return ladder_->ShouldShed(r, ladder_->Size(r));
   // Slots of victims on their way down are as good as free: they are released when the moves end.
   const uint64_t used = s.used_slots - std::min<uint64_t>(s.used_slots, moves_.leaving(r));
   if (r == birth() && flushing_.load(std::memory_order_relaxed)) return used > 0;
@@ -29,7 +32,7 @@ bool Mover::EvictStep() {
   std::vector<int> order;
   {
     absl::MutexLock lock(&mu_);
-    if (options_.settle_each_move && !moves_.empty()) return worked;
+    if (options_.settle_each_move && (!moves_.empty() || waiters_for_idle_ == 0)) return worked;
     order = ladder_->ShedOrder();
   }
   for (int r : order) {
@@ -210,20 +213,25 @@ void Mover::Stop() {
 }
 
 void Mover::Quiesce() {
-  Kick();
   absl::MutexLock lock(&mu_);
+  ++waiters_for_idle_;
+  work_pending_ = true;
+  cv_.SignalAll();
   while (!stop_.load() &&
          !(evictor_idle_ && !work_pending_ && !InFlightLocked() && deferred_frees_.empty())) {
     cv_.Wait(&mu_);
   }
+  --waiters_for_idle_;
 }
 
 bool Mover::Flush(std::chrono::steady_clock::time_point deadline) {
   flushing_ = true;
-  Kick();
   bool finished = true;
   {
     absl::MutexLock lock(&mu_);
+    ++waiters_for_idle_;
+    work_pending_ = true;
+    cv_.SignalAll();
     // Done when the evictor found nothing more it could move (the rung is empty but for leased
     // blocks and open puts) and the last move has settled.
     const absl::Time until = absl::FromChrono(std::chrono::system_clock::now() +
@@ -234,6 +242,7 @@ bool Mover::Flush(std::chrono::steady_clock::time_point deadline) {
         break;
       }
     }
+    --waiters_for_idle_;
   }
   flushing_ = false;
   return finished;

@@ -8,6 +8,14 @@ namespace kvtier {
 absl::Status TierManagerOptions::Validate() const {
   KVTIER_RETURN_IF_ERROR(t1.Validate());
   KVTIER_RETURN_IF_ERROR(t1_policy.Validate("t1"));
+  if (t1_policy.admission.policy != "all") {
+    // The ladder gates births by the tier's admission (tiers/ladder.h); the daemon cannot yet tell
+    // a client its put was not admitted, so T1, where puts are born, admits all.
+    return absl::InvalidArgumentError(fmt::format(
+        "t1.admission.policy: '{}' is not supported: T1 is where puts are stored, and a put is "
+        "never refused (use t2.admission to choose what is written to NVMe)",
+        t1_policy.admission.policy));
+  }
   if (max_demotions_in_flight == 0) {
     return absl::InvalidArgumentError("max_demotions_in_flight: must be > 0");
   }

@@ -57,7 +57,8 @@ struct TierManagerOptions {
   // Demotions in flight at once, per pair of tiers (T1 -> T2 writes, T0 -> T1 copies); more
   // victims wait for a completion. > 0.
   uint32_t max_demotions_in_flight = 64;
-  // Replay-exact mode: the evictor starts one move at a time and looks at the rungs again only
+  // Replay-exact mode: the evictor sheds only while a Quiesce (or FlushT1) waits for it, counts
+  // occupancy as the ladder does, starts one move at a time and looks at the rungs again only
   // once it has landed, so shedding follows exactly the sequence `kvtier replay` simulates
   // (tiers/ladder.h). With a client that waits for each operation to settle, the daemon then
   // places every block as replay does (tests/tiers/ladder_differential_test.cc). Costs throughput

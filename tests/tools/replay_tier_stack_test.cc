@@ -64,16 +64,44 @@ TEST(TierStackTest, AdmissionRejectsTheFirstOfferAndAdmitsTheSecond) {
   EXPECT_EQ(stack->counters(0).written, 1u);
 }
 
-TEST(TierStackTest, ANewBlockRejectedAboveIsOfferedBelow) {
-  auto stack = MakeStack({Tier("T0", 4, "second"), Tier("T1", 4)}, kGhosts);
-  stack->Reference(kA, kNoParent);
-  EXPECT_EQ(stack->ResidentMask(kA), 0b10);
-  EXPECT_EQ(stack->counters(0).rejected, 1u);
-  EXPECT_EQ(stack->counters(1).written, 1u);
-  stack->Reference(kA,
-                   kNoParent);  // now in T1 only: a promotion, which T0's admission does not gate
-  EXPECT_EQ(stack->ResidentMask(kA), 0b11);
-  EXPECT_EQ(stack->counters(1).promoted, 1u);
+TEST(TierStackTest, PutsGoToThePutTierAndReadsCopyIntoTheReadTier) {
+  absl::StatusOr<std::unique_ptr<TierStack>> stack = TierStack::Create(
+      {Tier("T0", 4, "second"), Tier("T1", 4)}, kGhosts, StackShape{.put_tier = 1, .read_tier = 0});
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  (*stack)->Reference(kA, kNoParent);
+  EXPECT_EQ((*stack)->ResidentMask(kA), 0b10) << "born in T1 (never offered to T0)";
+  EXPECT_EQ((*stack)->counters(1).written, 1u);
+  (*stack)->Reference(kA, kNoParent);  // a read into T0, which T0's admission does not gate
+  EXPECT_EQ((*stack)->ResidentMask(kA), 0b11) << "the read keeps the T1 copy";
+  EXPECT_EQ((*stack)->counters(1).promoted, 1u);
+  EXPECT_EQ((*stack)->rung_counters(0).gets_promoted, 1u);
+}
+
+TEST(TierStackTest, AReadClimbsOneTierAtATime) {
+  absl::StatusOr<std::unique_ptr<TierStack>> stack =
+      TierStack::Create({Tier("T0", 4), Tier("T1", 1), Tier("T2", 4)}, kGhosts,
+                        StackShape{.put_tier = 1, .read_tier = 0});
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  (*stack)->Reference(kA, kNoParent);
+  (*stack)->Reference(kB, kNoParent);  // T1 holds one: A moves down into T2
+  EXPECT_EQ((*stack)->ResidentMask(kA), 0b100);
+  (*stack)->Reference(kA, kNoParent);  // T2 -> T1 -> T0, as the daemon's mover copies it
+  EXPECT_EQ((*stack)->ResidentMask(kA) & 0b11, 0b11);
+  EXPECT_EQ((*stack)->counters(2).promoted, 1u);
+  EXPECT_EQ((*stack)->counters(1).promoted, 1u);
+}
+
+TEST(TierStackTest, WatermarksShedDownToTheLowOne) {
+  TierConfig tier = Tier("T0", 10);
+  tier.high_watermark = 0.8;
+  tier.low_watermark = 0.5;
+  std::vector<uint64_t> ghosts(16);
+  auto stack = MakeStack({tier}, ghosts);
+  for (BlockId id = 0; id < 8; ++id) stack->Reference(id, kNoParent);
+  EXPECT_EQ(stack->Size(0), 8u) << "at the high watermark, not above it";
+  stack->Reference(8, kNoParent);  // above 8: shed down to 5
+  EXPECT_EQ(stack->Size(0), 5u);
+  EXPECT_EQ(stack->counters(0).evictions, 4u);
 }
 
 TEST(TierStackTest, AVictimRejectedBelowIsDropped) {
@@ -82,7 +110,7 @@ TEST(TierStackTest, AVictimRejectedBelowIsDropped) {
   stack->Reference(kB, kNoParent);  // A's demotion is T1's first sight of A: rejected
   EXPECT_EQ(stack->ResidentMask(kA), 0);
   EXPECT_EQ(stack->counters(0).demoted, 0u);
-  EXPECT_EQ(stack->counters(1).rejected, 1u);
+  EXPECT_EQ(stack->counters(0).rejected, 1u) << "counted on the victim's tier";
   stack->Reference(kA, kNoParent);  // written into T0 again; B's demotion is rejected too
   stack->Reference(kB, kNoParent);  // rewritten; A's second demotion attempt is admitted
   EXPECT_EQ(stack->ResidentMask(kA), 0b10);

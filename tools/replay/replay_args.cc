@@ -66,13 +66,16 @@ absl::Status ApplyTierKey(const std::string& where, const std::string& key,
     KVTIER_ASSIGN_OR_RETURN(spec->config.admission.window_blocks, ParseUint(at, value));
   } else if (key == "leaf_first" || key == "leaf-first") {
     KVTIER_ASSIGN_OR_RETURN(spec->config.leaf_first, ParseBool(at, value));
+  } else if (key == "high_watermark" || key == "high-watermark") {
+    KVTIER_ASSIGN_OR_RETURN(spec->config.high_watermark, ParsePositive(at, value));
+  } else if (key == "low_watermark" || key == "low-watermark") {
+    KVTIER_ASSIGN_OR_RETURN(spec->config.low_watermark, ParsePositive(at, value));
   } else if (key == "read_gbps" || key == "read-gbps") {
     KVTIER_ASSIGN_OR_RETURN(spec->read_gbps, ParsePositive(at, value));
   } else {
     return absl::InvalidArgumentError(
         fmt::format("{}: unknown key '{}' (known: name, capacity, policy, admission, "
-                    "admission_window, leaf_first, "
-                    "read_gbps)",
+                    "admission_window, leaf_first, high_watermark, low_watermark, read_gbps)",
                     where, key));
   }
   return absl::OkStatus();

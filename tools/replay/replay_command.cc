@@ -59,6 +59,7 @@ absl::Status RunReplay(const ReplayPlan& plan, const Trace& trace, const Resolve
     SimOptions options;
     options.cost = report.cost;
     options.block_bytes = resolved.block_bytes;
+    options.shape = plan.shape;
     ProgressBar bar(policy.empty() ? "replay" : "replay " + policy);
     options.on_progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };
     KVTIER_ASSIGN_OR_RETURN(report.result, Simulate(trace, tiers, options));

@@ -40,6 +40,14 @@ void AddReplayFlags(CLI::App& sub, ReplayFlags* f) {
                  "--policy/--admission/--leaf-first/--read-gbps)")
       ->option_text("SPEC")
       ->allow_extra_args(false);
+  sub.add_option("--put-tier", f->put_tier,
+                 "The tier new blocks are born in, as the daemon's puts go to T1 (default: the "
+                 "first tier)")
+      ->option_text("NAME");
+  sub.add_option("--read-tier", f->read_tier,
+                 "The tier reads copy blocks into, as a client's Gets name it (default: the first "
+                 "tier; T0 for an engine reading from GPU memory)")
+      ->option_text("NAME");
   sub.add_option("--model", f->model,
                  "Model shape for KV bytes per block: a Hugging Face config.json "
                  "(configs/models/NAME.json) or a model directory holding one")

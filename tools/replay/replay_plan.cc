@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 namespace kvtier::replay {
@@ -91,8 +92,19 @@ absl::Status ParseTiers(const ReplayFlags& f, ReplayPlan* plan) {
     KVTIER_ASSIGN_OR_RETURN(TierSpec spec, ParseTierSpec(i, f.tiers[i], defaults));
     plan->tiers.push_back(std::move(spec));
   }
-  if (plan->tiers.size() > kMaxTiers)
+  if (plan->tiers.size() > static_cast<size_t>(kMaxTiers))
     return Usage(fmt::format("--tier: at most {} tiers", kMaxTiers));
+  for (auto [flag, name, index] :
+       {std::tuple{"--put-tier", &f.put_tier, &plan->shape.put_tier},
+        std::tuple{"--read-tier", &f.read_tier, &plan->shape.read_tier}}) {
+    if (name->empty()) continue;
+    auto it = std::find_if(plan->tiers.begin(), plan->tiers.end(),
+                           [&](const TierSpec& t) { return t.config.name == *name; });
+    if (it == plan->tiers.end()) {
+      return Usage(fmt::format("{}: no tier named '{}'", flag, *name));
+    }
+    *index = static_cast<size_t>(it - plan->tiers.begin());
+  }
   for (const TierSpec& spec : plan->tiers) {
     if (spec.config.eviction.policy == "opt" && plan->tiers.size() > 1) {
       return Usage(fmt::format("--policy opt (Belady) simulates a single tier only; tier {} has it",

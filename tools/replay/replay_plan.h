@@ -34,6 +34,7 @@ struct ReplayFlags {
   std::string admission_window;  // blocks; empty = each tier's capacity
   std::string capacity_blocks, capacity_bytes;
   std::vector<std::string> tiers;
+  std::string put_tier, read_tier;  // tier names; empty = the first tier
   std::string model, block_bytes;
   std::string compare;
   bool json = false;
@@ -49,6 +50,7 @@ struct ReplayPlan {
   std::string trace_path;
   TraceLoadOptions load;
   std::vector<TierSpec> tiers;  // top first; capacities not yet in blocks
+  StackShape shape;             // --put-tier / --read-tier as indexes into `tiers`
   std::optional<std::string> model_path;
   uint64_t admission_window = 0;  // --admission-window; 0 = each tier's capacity
   // Loaded from model_path by MakeReplayPlan, before any trace is read, so a bad model file is

@@ -101,7 +101,7 @@ void RunStack(const Trace& trace, TierStack& stack, const SimOptions& options, S
     Progress(options, r + 1, requests);
   }
   for (size_t t = 0; t < stack.num_tiers(); ++t) {
-    const TierCounters& policy_side = stack.counters(t);
+    const TierCounters policy_side = stack.counters(t);
     TierCounters& c = result->counters[t];
     c.promoted = policy_side.promoted;
     c.demoted = policy_side.demoted;
@@ -154,7 +154,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const std::vector<TierCon
     RunBelady(trace, tiers[0].capacity_blocks, *next_use, options, &result);
   } else {
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TierStack> stack,
-                            TierStack::Create(tiers, trace.hash_ids));
+                            TierStack::Create(tiers, trace.hash_ids, options.shape));
     RunStack(trace, *stack, options, &result);
   }
   for (const TierCounters& c : result.counters) {

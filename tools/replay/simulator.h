@@ -29,7 +29,9 @@ namespace kvtier::replay {
 
 struct SimOptions {
   CostModel cost;
-  uint64_t block_bytes = 0;  // KV bytes per block; 0 = unknown (bytes and read times count as 0)
+  uint64_t block_bytes = 0;
+  StackShape shape;  // where the simulated client puts and reads (tier_stack.h)  // KV bytes per
+                     // block; 0 = unknown (bytes and read times count as 0)
   // Belady only: NextUseByRequest(trace) if the caller already has it (sweeps); else computed.
   const std::vector<uint32_t>* next_use = nullptr;
   // Called now and then with (requests done, requests total).

@@ -1,25 +1,26 @@
-// A simulated tier stack for `kvtier replay`: tiers T0..Tk with capacities in blocks, each with the
-// daemon's own eviction and admission policies (index/), holding no data -- only which block is
-// where. DESIGN.md "Demotion and eviction" in miniature.
+// A simulated tier stack for `kvtier replay`: the daemon's own ladder (tiers/ladder.h) over tiers
+// that hold no data -- only which block is where -- so replay places and moves blocks by the
+// daemon's rules, by construction. Moves complete at once; the ladder sheds after each one.
 //
 // Exact semantics (what the tests pin and the report counts):
-//  * Residency. A block may be resident in several tiers at once (promotion keeps the lower copy).
+//  * Residency. A block may be resident in several tiers at once (reads keep the lower copy).
 //    ResidentMask(id) has bit t set while the block is in tier t. A reference hits in the highest
 //    tier holding it (the lowest set bit).
-//  * Reference(id) -- the "insert or touch" of one block (the simulator calls it for every block of
-//    a request, last to first, after counting that request's hits):
-//      - resident in T0: touch it in T0's policy.
-//      - resident only lower, highest copy in tier j: promote into T0 without asking T0's admission
-//        (the hit itself proves reuse); count one block promoted from tier j; touch the tier-j
-//        copy.
-//      - absent everywhere: offer it to the tiers top-down; the first whose admission accepts
-//        receives it (one block written into that tier); if none accepts it is not cached.
-//  * Eviction. After every insert a tier over capacity evicts one victim chosen by its policy (in
-//    leaf-first mode only among blocks with no resident child in that tier). A victim of tier t is
-//    demoted into tier t+1 if it is not already there and t+1's admission accepts it (one block
-//    demoted from t; t+1 may evict in turn). A victim already resident below is clean: it costs no
-//    write and the lower copy is not touched. Victims of the last tier, and rejected ones, are gone
-//    from that tier only.
+//  * Reference(id) -- what the daemon does for one block of a request (the simulator calls it for
+//    every block, last to first, after counting that request's hits):
+//      - resident in the read tier: a read served in place (touch it there).
+//      - resident elsewhere: a read. The copy comes from the fastest tier holding it, climbing one
+//        tier at a time from below (or straight down from above), each step entering its tier
+//        without asking admission and touching the copy it was made from; one block promoted out
+//        of each source tier.
+//      - absent everywhere: a put. The block is born in the put tier if its admission accepts it
+//        (a refused block is not cached; the daemon's T1 admits all).
+//  * Shedding. After every step the ladder sheds: tiers over their high watermark (default 1.0:
+//    over capacity) evict, bottom-up, one victim each per round, down to their low watermark
+//    (default 1.0), a round ending at a victim that moves down. A victim with a copy below just
+//    leaves; otherwise the next tier receives it when its admission accepts (one block demoted),
+//    else it is gone (one rejected, counted on the victim's tier). In leaf-first mode a tier
+//    evicts only blocks with no resident child in it.
 //  * Counters are in blocks; bytes are blocks x the block size (report.h).
 //
 // Thread-safety: none (one stack per simulation; a sweep runs one stack per thread).
@@ -35,11 +36,11 @@
 #include "common/status.h"
 #include "index/admission_policy.h"
 #include "index/eviction_policy.h"
+#include "tiers/ladder.h"
 
 namespace kvtier::replay {
 
-inline constexpr size_t kMaxTiers = 8;  // residency is one byte of tier bits per block
-inline constexpr BlockId kNoParent = UINT32_MAX;
+inline constexpr BlockId kNoParent = kNoBlock;
 
 struct TierConfig {
   std::string name = "T0";
@@ -49,6 +50,16 @@ struct TierConfig {
   EvictionConfig eviction;
   AdmissionConfig admission;  // window_blocks 0 = the tier's capacity
   bool leaf_first = false;
+  // Fractions of capacity, as the daemon's t<N>.high_watermark / low_watermark. 1.0 / 1.0: shed
+  // one block whenever the tier is over its capacity.
+  double high_watermark = 1.0;
+  double low_watermark = 1.0;
+};
+
+// Where the simulated client puts new blocks and reads blocks into (indexes into the stack).
+struct StackShape {
+  size_t put_tier = 0;
+  size_t read_tier = 0;
 };
 
 // Per-tier counters, all in blocks.
@@ -56,11 +67,11 @@ struct TierCounters {
   uint64_t block_hits = 0;    // references whose highest copy was in this tier
   uint64_t prefix_hits = 0;   // of those, references inside their request's leading run of hits
   uint64_t tokens_saved = 0;  // prefill tokens of this tier's prefix hits, capped per request
-  uint64_t promoted = 0;      // copied from this tier into T0 on a reference
-  uint64_t demoted = 0;       // victims of this tier written into the next tier
-  uint64_t written = 0;       // new blocks admitted into this tier (not demotions/promotions)
+  uint64_t promoted = 0;      // copies made from this tier for a read
+  uint64_t demoted = 0;       // victims of this tier moved into the next tier
+  uint64_t written = 0;       // new blocks born in this tier (not demotions/promotions)
   uint64_t evictions = 0;     // victims chosen by this tier's policy
-  uint64_t rejected = 0;      // offers (new or demoted blocks) this tier's admission refused
+  uint64_t rejected = 0;      // new blocks this tier refused, and its victims the next one refused
 };
 
 // InvalidArgument naming the tier and field: empty stack, > kMaxTiers, zero capacity, bad policy.
@@ -70,48 +81,48 @@ class TierStack {
  public:
   // `ghost_keys[id]` names each block to the policies (Trace::hash_ids); it must outlive the stack.
   static absl::StatusOr<std::unique_ptr<TierStack>> Create(const std::vector<TierConfig>& tiers,
-                                                           absl::Span<const uint64_t> ghost_keys);
+                                                           absl::Span<const uint64_t> ghost_keys,
+                                                           StackShape shape = {});
   ~TierStack();
   TierStack(const TierStack&) = delete;
   TierStack& operator=(const TierStack&) = delete;
 
-  uint8_t ResidentMask(BlockId id) const { return mask_[id]; }
-  // Inserts or touches `id` as described above. `parent` is the block before it in the request
-  // (kNoParent for the first); leaf-first tiers use it. Inline: a hit in T0 -- the common case --
-  // is one array read and one call.
+  uint8_t ResidentMask(BlockId id) const { return ladder_->Mask(id); }
+  // Reads or puts `id` as described above. `parent` is the block before it in the request
+  // (kNoParent for the first); leaf-first tiers use it. Inline: a hit in the read tier -- the
+  // common case -- is one array read and one call.
   void Reference(BlockId id, BlockId parent) {
-    if (mask_[id] & 1) {
-      top_policy_->Touch(id);
+    if (ladder_->TouchIfIn(read_, id)) {
+      ++read_hits_;
     } else {
       ReferenceMiss(id, parent);
     }
   }
 
   // A hint, no observable effect: `ids` are about to be counted and referenced (the simulator's
-  // next request). Starts loading their residency bytes and T0's policy state (eviction_policy.h
-  // Prefetch); lower tiers are referenced rarely enough to go without. Precondition: every id is
-  // below ghost_keys.size().
-  void Prefetch(absl::Span<const BlockId> ids) const;
+  // next request). Starts loading their residency bytes and the read tier's policy state.
+  void Prefetch(absl::Span<const BlockId> ids) const {
+    if (prefetch_) ladder_->Prefetch(read_, ids);
+  }
 
-  size_t num_tiers() const { return tiers_.size(); }
-  size_t Size(size_t tier) const;
-  // Counters of the tier's policy actions; the simulator adds hits, prefix hits and tokens.
-  TierCounters& counters(size_t tier);
-  const TierCounters& counters(size_t tier) const;
+  size_t num_tiers() const { return static_cast<size_t>(ladder_->size()); }
+  size_t Size(size_t tier) const { return ladder_->Size(static_cast<int>(tier)); }
+  // The ladder's counters of tier `tier`, in the report's words.
+  TierCounters counters(size_t tier) const;
+  // The ladder's own table (tiers/ladder.h), for the differential test against the daemon.
+  RungCounters rung_counters(size_t tier) const;
 
  private:
-  struct Tier;
   explicit TierStack(absl::Span<const uint64_t> ghost_keys);
-  void ReferenceMiss(BlockId id, BlockId parent);  // not resident in T0
-  void InsertInto(size_t t, BlockId id);
-  void EvictFrom(size_t t);
-  bool Admit(size_t t, BlockId id);
+  void ReferenceMiss(BlockId id, BlockId parent);  // not resident in the read tier
+  // Sheds until no tier is over its watermarks (the daemon's evictor, with moves landing at once).
+  void Settle();
+  bool ShedOne(int r);
 
   absl::Span<const uint64_t> ghost_keys_;
-  std::vector<uint8_t> mask_;    // per block: bit t = resident in tier t
-  std::vector<BlockId> parent_;  // per block: its parent on entering the stack (leaf-first)
-  std::vector<std::unique_ptr<Tier>> tiers_;
-  EvictionPolicy* top_policy_ = nullptr;  // tiers_[0]'s
+  std::unique_ptr<Ladder> ladder_;
+  int put_ = 0, read_ = 0;
+  uint64_t read_hits_ = 0;  // reads served in place (the ladder's `hits` of the read tier)
   // Prefetch hints only pay when the per-block arrays outgrow the caches; below this many blocks
   // they would only cost instructions.
   static constexpr size_t kPrefetchMinBlocks = size_t{1} << 20;
