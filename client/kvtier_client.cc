@@ -106,15 +106,17 @@ absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
 
 namespace {
 
-// One request whose answer is a BlockResult per item. Slots are checked against the tier they
-// name: T0 for a tier-0 get, T1 otherwise.
+// The session's slot counts and sizes per tier, to check results against.
+protocol::SessionLimits LimitsOf(const protocol::Welcome& w) {
+  return {w.t1_slots, w.t1_slot_bytes, w.t0_slots, w.t0_slot_bytes};
+}
+
+// One request whose answer is a BlockResult per item. Slots are checked against the tier the
+// request names (ReadBlockResults).
 absl::StatusOr<std::vector<BlockResult>> BlockResultsCall(Client::Impl& impl,
                                                           const Client::Impl::Call& call)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
-  const bool t0 = call.op == Op::kGet && call.tier == static_cast<uint8_t>(Tier::kT0);
-  const protocol::SessionLimits limits =
-      t0 ? protocol::SessionLimits{impl.welcome.t0_slots, impl.welcome.t0_slot_bytes}
-         : protocol::SessionLimits{impl.welcome.t1_slots, impl.welcome.t1_slot_bytes};
+  const protocol::SessionLimits limits = LimitsOf(impl.welcome);
   protocol::Request sent;
   KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl.Do(call, &sent));
   std::vector<BlockResult> out;
@@ -143,10 +145,11 @@ absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
 absl::StatusOr<std::vector<BlockResult>> PutBeginCall(
     Client::Impl& impl, absl::Span<const protocol::PutBeginItem> items)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
-  return BlockResultsCall(
-      impl, {Op::kPutBegin, items.size(), 0, [&](protocol::ArenaView a, protocol::ArenaRange r) {
-               protocol::WritePutBegin(a, r, items);
-             }});
+  // Since version 3 a put_begin names the tier of its slots; these are T1's.
+  return BlockResultsCall(impl, {Op::kPutBegin, items.size(), static_cast<uint8_t>(Tier::kT1),
+                                 [&](protocol::ArenaView a, protocol::ArenaRange r) {
+                                   protocol::WritePutBegin(a, r, items);
+                                 }});
 }
 
 }  // namespace
@@ -310,7 +313,7 @@ class CommitPipeline {
   }
 
   absl::Status Drain(Client::Impl& impl) ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
-    const protocol::SessionLimits limits{impl.welcome.t1_slots, impl.welcome.t1_slot_bytes};
+    const protocol::SessionLimits limits = LimitsOf(impl.welcome);
     std::vector<BlockResult> done;
     for (const InFlight& f : in_flight_) {
       KVTIER_ASSIGN_OR_RETURN(protocol::Completion c, impl.Finish(f.sent));

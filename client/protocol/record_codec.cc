@@ -11,21 +11,40 @@
 namespace kvtier::protocol {
 namespace {
 
-constexpr const char* kOpNames[] = {"nop",       "lookup",  "get",  "put_begin", "put_commit",
-                                    "put_abort", "release", "drop", "stats"};
+constexpr const char* kOpNames[] = {"nop",        "lookup",    "get",          "put_begin",
+                                    "put_commit", "put_abort", "release",      "drop",
+                                    "stats",      "work_take", "work_publish", "work_free"};
 static_assert(std::size(kOpNames) == kMaxOp + 1);
 
-bool HasKeys(Op op) { return op != Op::kNop && op != Op::kStats; }
+// Ops whose count is 1 to kMaxBatchKeys (keys, items or slots); the others carry count 0.
+bool HasItems(Op op) { return op != Op::kNop && op != Op::kStats; }
+
+// Ops whose arguments are plain keys (ReadKeys).
+bool TakesKeys(Op op) {
+  return op == Op::kLookup || op == Op::kGet || op == Op::kPutAbort || op == Op::kRelease ||
+         op == Op::kDrop;
+}
+
+// Ops whose tier names the tier of their slots: 0 (T0) or 1 (T1).
+bool NamesSlotTier(Op op) {
+  return op == Op::kPutBegin || op == Op::kWorkTake || op == Op::kWorkPublish ||
+         op == Op::kWorkFree;
+}
 
 uint32_t ArgItemBytes(Op op) {
   switch (op) {
     case Op::kNop:
     case Op::kStats:
+    case Op::kWorkTake:
       return 0;
     case Op::kPutBegin:
       return sizeof(PutBeginArg);
     case Op::kPutCommit:
       return sizeof(PutCommitArg);
+    case Op::kWorkPublish:
+      return sizeof(WorkPublishArg);
+    case Op::kWorkFree:
+      return sizeof(WorkSlotArg);
     default:
       return sizeof(WireKey);
   }
@@ -82,14 +101,15 @@ absl::Status CheckHeader(const char* kind, const Record& rec, uint16_t magic) {
 
 absl::Status CheckCountAndTier(const RecordName& where, const RequestRecord& rec) {
   const Op op = static_cast<Op>(rec.op);
-  if (!HasKeys(op) && rec.count != 0) {
+  if (!HasItems(op) && rec.count != 0) {
     return Invalid(fmt::format("{}: count {} (must be 0)", where, rec.count));
   }
-  if (HasKeys(op) && (rec.count == 0 || rec.count > kMaxBatchKeys)) {
+  if (HasItems(op) && (rec.count == 0 || rec.count > kMaxBatchKeys)) {
     return Invalid(fmt::format("{}: count {} outside [1, {}]", where, rec.count, kMaxBatchKeys));
   }
-  if (op == Op::kGet ? rec.tier >= kNumTiers : rec.tier != 0) {
-    return Invalid(fmt::format("{}: tier {} not allowed", where, rec.tier));
+  const uint8_t most = op == Op::kGet ? kNumTiers - 1 : NamesSlotTier(op) ? 1 : 0;
+  if (rec.tier > most) {
+    return Invalid(fmt::format("{}: tier {} not allowed (at most {})", where, rec.tier, most));
   }
   return absl::OkStatus();
 }
@@ -101,6 +121,15 @@ void CopyOut(ArenaView arena, uint32_t offset, uint32_t count, T* dst) {
 }
 
 BlockKey FromWire(const WireKey& k) { return BlockKey{k.lo, k.hi}; }
+
+// Flags of a put_begin or work_publish item: kPutHasParent or nothing, and no parent without it.
+bool ParentFlagsOk(uint32_t flags, const WireKey& parent) {
+  return (flags & ~kPutHasParent) == 0 &&
+         ((flags & kPutHasParent) != 0 || (parent.lo | parent.hi) == 0);
+}
+std::optional<BlockKey> ParentOf(uint32_t flags, const WireKey& parent) {
+  return (flags & kPutHasParent) ? std::optional(FromWire(parent)) : std::nullopt;
+}
 WireKey ToWire(const BlockKey& k) { return WireKey{k.lo, k.hi}; }
 
 // `allowed`: the request's op takes the arguments being read (named `what`).
@@ -252,9 +281,31 @@ void WritePutCommit(ArenaView arena, ArenaRange range, absl::Span<const PutCommi
   }
 }
 
+void WriteWorkPublish(ArenaView arena, ArenaRange range, absl::Span<const WorkPublishItem> items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const WorkPublishItem& item = items[i];
+    WorkPublishArg a{};
+    a.key = ToWire(item.key);
+    if (item.parent) {
+      a.parent = ToWire(*item.parent);
+      a.flags = kPutHasParent;
+    }
+    a.checksum = item.checksum;
+    a.slot = item.slot;
+    a.payload_bytes = item.payload_bytes;
+    std::memcpy(arena.base + range.offset + i * sizeof(a), &a, sizeof(a));
+  }
+}
+
+void WriteWorkSlots(ArenaView arena, ArenaRange range, absl::Span<const uint32_t> slots) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const WorkSlotArg a{slots[i], 0};
+    std::memcpy(arena.base + range.offset + i * sizeof(a), &a, sizeof(a));
+  }
+}
+
 absl::Status ReadKeys(ArenaView arena, const Request& request, std::vector<BlockKey>* out) {
-  const bool allowed = HasKeys(request.op) && ArgItemBytes(request.op) == sizeof(WireKey);
-  KVTIER_RETURN_IF_ERROR(CheckArgs(request, allowed, "key", arena));
+  KVTIER_RETURN_IF_ERROR(CheckArgs(request, TakesKeys(request.op), "key", arena));
   out->resize(request.count);
   for (uint32_t i = 0; i < request.count; ++i) {
     WireKey w;
@@ -272,8 +323,7 @@ absl::Status ReadPutBegin(ArenaView arena, const Request& request, uint32_t slot
   for (uint32_t i = 0; i < request.count; ++i) {
     PutBeginArg a;  // each item is copied once and only the copy is checked and used
     CopyOut(arena, request.arg.offset + i * uint32_t{sizeof(a)}, 1, &a);
-    if ((a.flags & ~kPutHasParent) != 0 ||
-        (!(a.flags & kPutHasParent) && (a.parent.lo | a.parent.hi) != 0)) {
+    if (!ParentFlagsOk(a.flags, a.parent)) {
       return Invalid(fmt::format("{}: block {}: bad flags 0x{:x}", where, i, a.flags));
     }
     if (a.payload_bytes == 0 || a.payload_bytes > slot_bytes) {
@@ -282,7 +332,7 @@ absl::Status ReadPutBegin(ArenaView arena, const Request& request, uint32_t slot
     }
     PutBeginItem& item = (*out)[i];
     item.key = FromWire(a.key);
-    item.parent = (a.flags & kPutHasParent) ? std::optional(FromWire(a.parent)) : std::nullopt;
+    item.parent = ParentOf(a.flags, a.parent);
     item.payload_bytes = a.payload_bytes;
   }
   return absl::OkStatus();
@@ -296,6 +346,45 @@ absl::Status ReadPutCommit(ArenaView arena, const Request& request,
     PutCommitArg a;
     CopyOut(arena, request.arg.offset + i * uint32_t{sizeof(a)}, 1, &a);
     (*out)[i] = PutCommitItem{FromWire(a.key), a.checksum};
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadWorkPublish(ArenaView arena, const Request& request, uint32_t slot_bytes,
+                             std::vector<WorkPublishItem>* out) {
+  KVTIER_RETURN_IF_ERROR(CheckArgs(request, request.op == Op::kWorkPublish, "work_publish", arena));
+  const RecordName where{"request", request.request_id, static_cast<uint8_t>(Op::kWorkPublish)};
+  out->resize(request.count);
+  for (uint32_t i = 0; i < request.count; ++i) {
+    WorkPublishArg a;  // copied once; only the copy is checked and used
+    CopyOut(arena, request.arg.offset + i * uint32_t{sizeof(a)}, 1, &a);
+    if (!ParentFlagsOk(a.flags, a.parent)) {
+      return Invalid(fmt::format("{}: item {}: bad flags 0x{:x}", where, i, a.flags));
+    }
+    if (a.reserved != 0) {
+      return Invalid(fmt::format("{}: item {}: reserved field is {}, not 0", where, i, a.reserved));
+    }
+    if (a.payload_bytes == 0 || a.payload_bytes > slot_bytes) {
+      return Invalid(fmt::format("{}: item {}: payload_bytes {} outside [1, {}]", where, i,
+                                 a.payload_bytes, slot_bytes));
+    }
+    (*out)[i] = WorkPublishItem{FromWire(a.key), ParentOf(a.flags, a.parent), a.checksum, a.slot,
+                                a.payload_bytes};
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadWorkSlots(ArenaView arena, const Request& request, std::vector<uint32_t>* out) {
+  KVTIER_RETURN_IF_ERROR(CheckArgs(request, request.op == Op::kWorkFree, "work_free", arena));
+  const RecordName where{"request", request.request_id, static_cast<uint8_t>(Op::kWorkFree)};
+  out->resize(request.count);
+  for (uint32_t i = 0; i < request.count; ++i) {
+    WorkSlotArg a;
+    CopyOut(arena, request.arg.offset + i * uint32_t{sizeof(a)}, 1, &a);
+    if (a.reserved != 0) {
+      return Invalid(fmt::format("{}: item {}: reserved field is {}, not 0", where, i, a.reserved));
+    }
+    (*out)[i] = a.slot;
   }
   return absl::OkStatus();
 }

@@ -48,26 +48,32 @@ absl::Status CheckAnswer(ArenaView arena, const Request& request, const Completi
   return absl::OkStatus();
 }
 
-absl::Status CheckBlockResult(const Completion& c, uint32_t i, const BlockResult& r,
+// Ops whose kOk result gives a slot (and a payload size) of the request's tier.
+bool GivesSlot(Op op) {
+  return op == Op::kGet || op == Op::kPutBegin || op == Op::kWorkTake || op == Op::kWorkPublish;
+}
+
+absl::Status CheckBlockResult(const Request& request, uint32_t i, const BlockResult& r,
                               const SessionLimits& limits) {
   const auto fail = [&](std::string what) {
-    return Invalid(fmt::format("completion {} ({}): block {}: {}", c.request_id,
-                               OpName(static_cast<uint8_t>(c.op)), i, what));
+    return Invalid(fmt::format("completion {} ({}): block {}: {}", request.request_id,
+                               OpName(static_cast<uint8_t>(request.op)), i, what));
   };
   if (r.code > kMaxBlockCode) return fail(fmt::format("unknown code {}", r.code));
   if (r.reserved != 0) return fail("reserved field is not zero");
-  const bool has_slot = r.code == static_cast<uint32_t>(BlockCode::kOk) &&
-                        (c.op == Op::kGet || c.op == Op::kPutBegin);
-  if (!has_slot) {
+  if (r.code != static_cast<uint32_t>(BlockCode::kOk) || !GivesSlot(request.op)) {
     if (r.slot != 0 || r.payload_bytes != 0) return fail("slot or size given without a slot");
     return absl::OkStatus();
   }
-  if (r.slot >= limits.t1_slots) {
-    return fail(fmt::format("slot {} outside [0, {})", r.slot, limits.t1_slots));
+  const bool t0 = request.tier == static_cast<uint8_t>(Tier::kT0);
+  const uint32_t slots = t0 ? limits.t0_slots : limits.t1_slots;
+  const uint32_t slot_bytes = t0 ? limits.t0_slot_bytes : limits.t1_slot_bytes;
+  if (r.slot >= slots) {
+    return fail(fmt::format("slot {} outside [0, {}) of T{}", r.slot, slots, t0 ? 0 : 1));
   }
-  if (r.payload_bytes > limits.t1_slot_bytes) {
-    return fail(
-        fmt::format("payload_bytes {} above slot_bytes {}", r.payload_bytes, limits.t1_slot_bytes));
+  if (r.payload_bytes > slot_bytes) {
+    return fail(fmt::format("payload_bytes {} above slot_bytes {} of T{}", r.payload_bytes,
+                            slot_bytes, t0 ? 0 : 1));
   }
   return absl::OkStatus();
 }
@@ -142,7 +148,7 @@ absl::Status ReadBlockResults(ArenaView arena, const Request& request, const Com
   std::memcpy(out->data(), arena.base + completion.result.offset,
               size_t{request.count} * sizeof(BlockResult));
   for (uint32_t i = 0; i < request.count; ++i) {
-    KVTIER_RETURN_IF_ERROR(CheckBlockResult(completion, i, (*out)[i], limits));
+    KVTIER_RETURN_IF_ERROR(CheckBlockResult(request, i, (*out)[i], limits));
   }
   return absl::OkStatus();
 }

@@ -26,8 +26,9 @@ namespace kvtier::protocol {
 static_assert(std::endian::native == std::endian::little,
               "the wire format is little-endian and the structs below are memcpy'd as is");
 
-// 1: the first. 2: Welcome carries the T0 section (WelcomeT0).
-inline constexpr uint16_t kProtocolVersion = 2;
+// 1: the first. 2: Welcome carries the T0 section (WelcomeT0). 3: put_begin names its tier (T0 or
+// T1); working slots (work_take, work_publish, work_free); BlockCode kOverQuota.
+inline constexpr uint16_t kProtocolVersion = 3;
 
 // ---- control plane: socket frames ------------------------------------------------------------
 
@@ -178,8 +179,13 @@ enum class Op : uint8_t {
   kRelease = 6,    // keys -> per block a BlockResult
   kDrop = 7,       // keys -> per block a BlockResult
   kStats = 8,      // no arguments -> StatsWire
+  // Working slots (since version 3): unkeyed slots of T0 or T1 leased to the session, within its
+  // quota, filled before the block's key is known, then published under a key or freed.
+  kWorkTake = 9,      // no arguments; count slots of `tier` -> per slot a BlockResult
+  kWorkPublish = 10,  // WorkPublishArg -> per slot a BlockResult (published + leased / present)
+  kWorkFree = 11,     // WorkSlotArg -> per slot a BlockResult
 };
-inline constexpr uint8_t kMaxOp = 8;
+inline constexpr uint8_t kMaxOp = 11;
 
 // Tier numbers and masks are index/tier.h's: 0 T0, 1 T1, 2 T2.
 inline constexpr uint8_t kNumTiers = static_cast<uint8_t>(kvtier::kNumTiers);
@@ -192,7 +198,7 @@ struct RequestRecord {
   uint16_t flags;         // 0
   uint64_t request_id;    // client-chosen, echoed in the completion
   uint32_t count;         // keys (blocks) in the request; 0 for kNop and kStats
-  uint8_t tier;           // kGet: the tier read from (< kNumTiers); else 0
+  uint8_t tier;           // kGet: read from; kPutBegin, kWork*: the slots' tier (T0/T1); else 0
   uint8_t reserved0[3];
   uint32_t arg_offset;  // arena range of the arguments
   uint32_t arg_bytes;
@@ -261,6 +267,27 @@ struct PutCommitArg {
 };
 static_assert(sizeof(PutCommitArg) == 24);
 
+// kWorkPublish: the working slot `slot` of the record's tier becomes the cached block `key`.
+struct WorkPublishArg {
+  WireKey key;
+  WireKey parent;          // meaningful with kPutHasParent
+  uint64_t checksum;       // XXH3-64 of the payload_bytes in the slot (computed on the GPU for T0)
+  uint32_t slot;           // a working slot of this session in the record's tier
+  uint32_t payload_bytes;  // 1..slot_bytes of that tier
+  uint32_t flags;          // kPutHasParent or 0
+  uint32_t reserved;       // 0
+};
+static_assert(sizeof(WorkPublishArg) == 56);
+static_assert(offsetof(WorkPublishArg, checksum) == 32);
+static_assert(offsetof(WorkPublishArg, flags) == 48);
+
+// kWorkFree: a working slot given back unpublished.
+struct WorkSlotArg {
+  uint32_t slot;
+  uint32_t reserved;  // 0
+};
+static_assert(sizeof(WorkSlotArg) == 8);
+
 // Per-block outcome, written by the daemon for kGet, kPutBegin, kPutCommit, kPutAbort, kRelease,
 // kDrop. Retry and AlreadyPresent are normal outcomes, not errors.
 enum class BlockCode : uint32_t {
@@ -271,13 +298,14 @@ enum class BlockCode : uint32_t {
   kLeased = 4,          // drop: leased by someone, not dropped
   kBadChecksum = 5,     // put_commit: payload does not match the checksum; discarded
   kFailed = 6,          // an I/O or internal failure for this block
+  kOverQuota = 7,       // work_take: the session holds its quota of working slots (since v3)
 };
-inline constexpr uint32_t kMaxBlockCode = 6;
+inline constexpr uint32_t kMaxBlockCode = 7;
 
 struct BlockResult {
   uint32_t code;           // BlockCode
-  uint32_t slot;           // kOk: get, a slot of the tier read (T0 or T1); put_begin, T1; else 0
-  uint32_t payload_bytes;  // with kOk: get, the payload's bytes; put_begin, as asked; else 0
+  uint32_t slot;           // kOk: get/put_begin/work_take/work_publish: a slot of the tier; else 0
+  uint32_t payload_bytes;  // kOk: get, publish: the payload; put_begin: as asked; take: slot bytes
   uint32_t reserved;       // 0
 };
 static_assert(sizeof(BlockResult) == 16);

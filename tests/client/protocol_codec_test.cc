@@ -123,7 +123,7 @@ TEST_F(CodecTest, PutBeginRoundTripsWithAndWithoutParents) {
     if (i > 0) items[i].parent = keys[i - 1];
     items[i].payload_bytes = 1 + i * 100;
   }
-  const Request sent = MakeRequest(Op::kPutBegin, 1024);
+  const Request sent = MakeRequest(Op::kPutBegin, 1024, /*tier=*/1);  // T1 slots, as v3 clients
   WritePutBegin(arena_, sent.arg, items);
   const Request got = Submit(sent);
   std::vector<PutBeginItem> read;
@@ -153,6 +153,98 @@ TEST_F(CodecTest, PutCommitRoundTripsChecksums) {
   std::vector<BlockResult> back;
   ASSERT_TRUE(ReadBlockResults(arena_, sent, c, {1, 1}, &back).ok());
   EXPECT_EQ(back[63].code, 1u);
+}
+
+TEST_F(CodecTest, PutBeginNamesTheTierOfItsSlots) {
+  const std::vector<BlockKey> keys = Keys(2);
+  const std::vector<PutBeginItem> items{{keys[0], std::nullopt, 100}, {keys[1], keys[0], 200}};
+  for (uint8_t tier : {0, 1}) {
+    const Request sent = MakeRequest(Op::kPutBegin, 2, tier);
+    WritePutBegin(arena_, sent.arg, items);
+    const Request got = Submit(sent);
+    EXPECT_EQ(got.tier, tier);
+    // A T0 slot number past T1's slots is fine in a tier-0 answer, and only there.
+    const std::vector<BlockResult> results{{0, 40, 100, 0}, {0, 41, 200, 0}};
+    const Completion c = Complete(WriteBlockResults(arena_, got, results));
+    std::vector<BlockResult> back;
+    const SessionLimits limits{16, 4096, 64, 4096};
+    EXPECT_EQ(ReadBlockResults(arena_, sent, c, limits, &back).ok(), tier == 0);
+  }
+}
+
+TEST_F(CodecTest, WorkTakeRoundTripsInBothTiers) {
+  for (uint8_t tier : {0, 1}) {
+    const Request sent = MakeRequest(Op::kWorkTake, 3, tier);
+    EXPECT_EQ(sent.arg.bytes, 0u);  // no arguments: the count says how many slots
+    EXPECT_EQ(sent.result.bytes, 3 * sizeof(BlockResult));
+    const Request got = Submit(sent);
+    EXPECT_EQ(got.tier, tier);
+    const std::vector<BlockResult> results{{0, 7, 4096, 0},
+                                           {static_cast<uint32_t>(BlockCode::kRetryLater), 0, 0, 0},
+                                           {static_cast<uint32_t>(BlockCode::kOverQuota), 0, 0, 0}};
+    const Completion c = Complete(WriteBlockResults(arena_, got, results));
+    std::vector<BlockResult> back;
+    ASSERT_TRUE(ReadBlockResults(arena_, sent, c, {8, 4096, 8, 4096}, &back).ok());
+    EXPECT_EQ(0, std::memcmp(back.data(), results.data(), results.size() * sizeof(BlockResult)));
+  }
+}
+
+TEST_F(CodecTest, WorkPublishRoundTripsKeysParentsChecksumsSlotsAndSizes) {
+  const std::vector<BlockKey> keys = Keys(1024);
+  std::vector<WorkPublishItem> items(1024);
+  for (uint32_t i = 0; i < items.size(); ++i) {
+    items[i].key = keys[i];
+    if (i % 3 != 0) items[i].parent = keys[(i + 1) % 1024];
+    items[i].checksum = uint64_t{i} * 0x9E3779B97F4A7C15ull;
+    items[i].slot = 1023 - i;
+    items[i].payload_bytes = 1 + i * 64;
+  }
+  const Request sent = MakeRequest(Op::kWorkPublish, 1024, 0);
+  EXPECT_EQ(sent.arg.bytes, 1024 * sizeof(WorkPublishArg));
+  WriteWorkPublish(arena_, sent.arg, items);
+  const Request got = Submit(sent);
+  std::vector<WorkPublishItem> read;
+  ASSERT_TRUE(ReadWorkPublish(arena_, got, 1 << 16, &read).ok());
+  EXPECT_EQ(read, items);
+  std::vector<BlockResult> results(1024);
+  for (uint32_t i = 0; i < 1024; ++i) {
+    results[i] = i % 2 ? BlockResult{0, items[i].slot, items[i].payload_bytes, 0}
+                       : BlockResult{static_cast<uint32_t>(BlockCode::kAlreadyPresent), 0, 0, 0};
+  }
+  const Completion c = Complete(WriteBlockResults(arena_, got, results));
+  std::vector<BlockResult> back;
+  ASSERT_TRUE(ReadBlockResults(arena_, sent, c, {1, 4096, 1024, 1 << 16}, &back).ok());
+  EXPECT_EQ(0, std::memcmp(back.data(), results.data(), results.size() * sizeof(BlockResult)));
+}
+
+TEST_F(CodecTest, WorkFreeRoundTripsSlots) {
+  const std::vector<uint32_t> slots{5, 0, 4000000000u, 17};
+  const Request sent = MakeRequest(Op::kWorkFree, 4, 1);
+  EXPECT_EQ(sent.arg.bytes, 4 * sizeof(WorkSlotArg));
+  WriteWorkSlots(arena_, sent.arg, slots);
+  const Request got = Submit(sent);
+  std::vector<uint32_t> read{99};
+  ASSERT_TRUE(ReadWorkSlots(arena_, got, &read).ok());
+  EXPECT_EQ(read, slots);
+  const uint32_t missing = static_cast<uint32_t>(BlockCode::kMissing);
+  const std::vector<BlockResult> results{{0, 0, 0, 0}, {0, 0, 0, 0}, {missing, 0, 0, 0}, {}};
+  const Completion c = Complete(WriteBlockResults(arena_, got, results));
+  std::vector<BlockResult> back;
+  ASSERT_TRUE(ReadBlockResults(arena_, sent, c, {16, 4096}, &back).ok());
+  EXPECT_EQ(back[2].code, missing);
+}
+
+TEST(OpNameTest, NamesTheWorkingSlotOps) {
+  EXPECT_EQ(OpName(static_cast<uint8_t>(Op::kWorkTake)), "work_take");
+  EXPECT_EQ(OpName(static_cast<uint8_t>(Op::kWorkPublish)), "work_publish");
+  EXPECT_EQ(OpName(static_cast<uint8_t>(Op::kWorkFree)), "work_free");
+  EXPECT_EQ(OpName(kMaxOp + 1), "op(12)");
+  EXPECT_EQ(ArgBytes(Op::kWorkTake, 5), 0u);
+  EXPECT_EQ(ArgBytes(Op::kWorkPublish, 5), 5 * 56u);
+  EXPECT_EQ(ArgBytes(Op::kWorkFree, 5), 5 * 8u);
+  EXPECT_EQ(ResultBytes(Op::kWorkTake, 5), 5 * 16u);
+  EXPECT_EQ(ResultBytes(Op::kWorkPublish, 5), 5 * 16u);
+  EXPECT_EQ(ResultBytes(Op::kWorkFree, 5), 5 * 16u);
 }
 
 TEST_F(CodecTest, StatsRoundTrip) {

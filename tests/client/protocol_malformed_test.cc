@@ -90,6 +90,70 @@ TEST(MalformedRequestTest, EachBadFieldIsNamed) {
   ExpectError(DecodeRequest({}, kArenaBytes).status(), "0 bytes (expected 64)");
 }
 
+// Version 3's tier rules: get reads from any tier; put_begin and the work ops name the tier of
+// their slots, T0 or T1; every other op carries tier 0.
+TEST(MalformedRequestTest, TierIsCheckedPerOp) {
+  auto record = [](Op op, uint8_t tier) {
+    RequestRecord r = ValidLookup();
+    r.op = static_cast<uint8_t>(op);
+    r.tier = tier;
+    r.count = 2;
+    r.arg_bytes = ArgBytes(op, 2);
+    r.result_bytes = ResultBytes(op, 2);
+    return r;
+  };
+  for (uint8_t tier = 0; tier < kNumTiers; ++tier) EXPECT_TRUE(Decode(record(Op::kGet, tier)).ok());
+  for (Op op : {Op::kPutBegin, Op::kWorkTake, Op::kWorkPublish, Op::kWorkFree}) {
+    SCOPED_TRACE(OpName(static_cast<uint8_t>(op)));
+    RequestRecord r = record(op, 0);
+    if (op == Op::kWorkTake) r.arg_offset = 0;  // no arguments: an empty range at 0
+    EXPECT_TRUE(Decode(r).ok()) << Decode(r);
+    r.tier = 1;
+    EXPECT_TRUE(Decode(r).ok()) << Decode(r);
+    r.tier = 2;
+    ExpectError(Decode(r), "tier 2 not allowed (at most 1)");
+  }
+  for (Op op : {Op::kLookup, Op::kPutCommit, Op::kPutAbort, Op::kRelease, Op::kDrop}) {
+    SCOPED_TRACE(OpName(static_cast<uint8_t>(op)));
+    ExpectError(Decode(record(op, 1)), "tier 1 not allowed (at most 0)");
+  }
+}
+
+TEST(MalformedRequestTest, WorkOpsTakeCountsAndExactRanges) {
+  RequestRecord r = ValidLookup();
+  r.op = static_cast<uint8_t>(Op::kWorkTake);
+  r.count = 4;
+  r.tier = 1;
+  r.arg_bytes = 0;
+  r.result_bytes = 64;
+  ASSERT_TRUE(Decode(r).ok()) << Decode(r);
+  RequestRecord bad = r;
+  bad.count = 0;
+  ExpectError(Decode(bad), "count 0 outside [1, 1024]");
+  bad = r;
+  bad.count = 1025;
+  ExpectError(Decode(bad), "count 1025 outside [1, 1024]");
+  bad = r;
+  bad.arg_bytes = 8;
+  ExpectError(Decode(bad), "arg range [0, +8) is 8 bytes, expected 0");
+  bad = r;
+  bad.arg_offset = 8;  // no arguments, yet a place for them
+  ExpectError(Decode(bad), "empty arg range has offset 8");
+  bad = r;
+  bad.result_bytes = 48;
+  ExpectError(Decode(bad), "result range [4096, +48) is 48 bytes, expected 64");
+  r.op = static_cast<uint8_t>(Op::kWorkPublish);
+  r.arg_bytes = 4 * 56;
+  ASSERT_TRUE(Decode(r).ok()) << Decode(r);
+  r.arg_bytes = 4 * 40;
+  ExpectError(Decode(r), "expected 224");
+  r.op = static_cast<uint8_t>(Op::kWorkFree);
+  r.arg_bytes = 4 * 8;
+  ASSERT_TRUE(Decode(r).ok()) << Decode(r);
+  r.arg_bytes = 4 * 16;
+  ExpectError(Decode(r), "expected 32");
+}
+
 TEST(MalformedCompletionTest, EachBadFieldIsNamed) {
   Completion ok{Op::kGet, 3, RequestStatus::kOk, 2, {4096, 32}};
   std::byte rec[kRecordBytes];
@@ -148,6 +212,52 @@ TEST_F(MalformedArenaTest, PutBeginArgumentsAreCheckedAfterCopying) {
   ExpectError(ReadPutBegin(arena_, r, 4096, &items), "bad flags");
 }
 
+TEST_F(MalformedArenaTest, WorkPublishArgumentsAreCheckedAfterCopying) {
+  const Request r{Op::kWorkPublish, 1, 2, 0, {0, 112}, {4096, 32}};
+  WorkPublishArg good{};
+  good.key = {1, 2};
+  good.parent = {3, 4};
+  good.flags = kPutHasParent;
+  good.checksum = 77;
+  good.slot = 9;
+  good.payload_bytes = 4096;
+  std::vector<WorkPublishItem> items;
+  auto check = [&](void (*edit)(WorkPublishArg&), const std::string& what) {
+    WorkPublishArg args[2] = {good, good};
+    if (edit) edit(args[1]);
+    std::memcpy(arena_.base, args, sizeof(args));
+    if (what.empty()) {
+      EXPECT_TRUE(ReadWorkPublish(arena_, r, 4096, &items).ok());
+    } else {
+      ExpectError(ReadWorkPublish(arena_, r, 4096, &items), what);
+    }
+  };
+  check(nullptr, "");
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[1], (WorkPublishItem{{1, 2}, BlockKey{3, 4}, 77, 9, 4096}));
+  check([](WorkPublishArg& a) { a.payload_bytes = 0; },
+        "request 1 (work_publish): item 1: payload_bytes 0 outside [1, 4096]");
+  check([](WorkPublishArg& a) { a.payload_bytes = 4097; }, "item 1: payload_bytes 4097");
+  check([](WorkPublishArg& a) { a.flags = 2; }, "item 1: bad flags 0x2");
+  check([](WorkPublishArg& a) { a.flags = 0; }, "item 1: bad flags 0x0");  // parent, no flag
+  check([](WorkPublishArg& a) { a.reserved = 5; }, "item 1: reserved field is 5, not 0");
+  check([](WorkPublishArg& a) { a.flags = 0, a.parent = {}; }, "");  // no parent
+  EXPECT_FALSE(items[1].parent.has_value());
+}
+
+TEST_F(MalformedArenaTest, WorkFreeSlotsAreCheckedAfterCopying) {
+  const Request r{Op::kWorkFree, 2, 2, 1, {0, 16}, {4096, 32}};
+  WorkSlotArg args[2] = {{4, 0}, {5, 0}};
+  std::memcpy(arena_.base, args, sizeof(args));
+  std::vector<uint32_t> slots;
+  ASSERT_TRUE(ReadWorkSlots(arena_, r, &slots).ok());
+  EXPECT_EQ(slots, (std::vector<uint32_t>{4, 5}));
+  args[1].reserved = 1;
+  std::memcpy(arena_.base, args, sizeof(args));
+  ExpectError(ReadWorkSlots(arena_, r, &slots),
+              "request 2 (work_free): item 1: reserved field is 1, not 0");
+}
+
 TEST_F(MalformedArenaTest, ArgumentsOfTheWrongKindOrPlaceAreRefused) {
   std::vector<BlockKey> keys;
   std::vector<PutBeginItem> begins;
@@ -157,6 +267,19 @@ TEST_F(MalformedArenaTest, ArgumentsOfTheWrongKindOrPlaceAreRefused) {
   const Request lookup{Op::kLookup, 2, 1, 0, {0, 16}, {64, 8}};
   ExpectError(ReadPutBegin(arena_, lookup, 4096, &begins), "has no put_begin arguments");
   ExpectError(ReadPutCommit(arena_, lookup, &commits), "has no put_commit arguments");
+  std::vector<WorkPublishItem> publishes;
+  std::vector<uint32_t> slots;
+  ExpectError(ReadWorkPublish(arena_, lookup, 4096, &publishes), "has no work_publish arguments");
+  ExpectError(ReadWorkSlots(arena_, lookup, &slots), "has no work_free arguments");
+  // work_take carries no arguments at all; its count is how many slots it asks for.
+  const Request take{Op::kWorkTake, 4, 2, 1, {}, {0, 32}};
+  ExpectError(ReadKeys(arena_, take, &keys), "has no key arguments");
+  ExpectError(ReadWorkSlots(arena_, take, &slots), "has no work_free arguments");
+  const Request publish{Op::kWorkPublish, 5, 1, 0, {0, 56}, {64, 16}};
+  ExpectError(ReadKeys(arena_, publish, &keys), "has no key arguments");
+  ExpectError(ReadWorkSlots(arena_, publish, &slots), "has no work_free arguments");
+  const Request forged_free{Op::kWorkFree, 6, 2, 0, {kArenaBytes - 8, 16}, {0, 32}};
+  ExpectError(ReadWorkSlots(arena_, forged_free, &slots), "outside the arena");
   // A Request that did not come from DecodeRequest still cannot make a reader leave the arena.
   const Request forged{Op::kLookup, 3, 1, 0, {kArenaBytes - 8, 16}, {0, 8}};
   ExpectError(ReadKeys(arena_, forged, &keys), "outside the arena");
@@ -190,6 +313,32 @@ TEST_F(MalformedArenaTest, ResultsWithImpossibleValuesAreRefused) {
       "n = 5 above count 4");
 }
 
+// Slots in results are checked against the tier the request named: T0's slot count for tier 0.
+TEST_F(MalformedArenaTest, ResultSlotsAreCheckedAgainstTheRequestsTier) {
+  const SessionLimits limits{100, 4096, 10, 8192};
+  std::vector<BlockResult> out;
+  auto read = [&](Op op, uint8_t tier, BlockResult r) {
+    const uint32_t arg = ArgBytes(op, 1);
+    const Request req{op, 9, 1, tier, {0, arg}, {1024, 16}};
+    std::memcpy(arena_.base + 1024, &r, sizeof(r));
+    return ReadBlockResults(arena_, req, {op, 9, RequestStatus::kOk, 1, {1024, 16}}, limits, &out);
+  };
+  for (Op op : {Op::kGet, Op::kPutBegin, Op::kWorkTake, Op::kWorkPublish}) {
+    SCOPED_TRACE(OpName(static_cast<uint8_t>(op)));
+    EXPECT_TRUE(read(op, 1, {0, 99, 4096, 0}).ok());
+    EXPECT_TRUE(read(op, 0, {0, 9, 8192, 0}).ok());
+    ExpectError(read(op, 0, {0, 10, 100, 0}), "slot 10 outside [0, 10) of T0");
+    ExpectError(read(op, 1, {0, 100, 100, 0}), "slot 100 outside [0, 100) of T1");
+    ExpectError(read(op, 1, {0, 5, 8192, 0}), "payload_bytes 8192 above slot_bytes 4096 of T1");
+    ExpectError(read(op, 0, {0, 5, 8193, 0}), "payload_bytes 8193 above slot_bytes 8192 of T0");
+    ExpectError(read(op, 0, {7, 5, 0, 0}), "slot or size given without a slot");
+  }
+  EXPECT_TRUE(read(Op::kWorkTake, 0, {7, 0, 0, 0}).ok());  // kOverQuota, the newest code
+  ExpectError(read(Op::kWorkTake, 0, {8, 0, 0, 0}), "unknown code 8");
+  ExpectError(read(Op::kWorkFree, 1, {0, 3, 0, 0}), "work_free): block 0: slot or size given");
+  EXPECT_TRUE(read(Op::kWorkFree, 1, {3, 0, 0, 0}).ok());
+}
+
 FrameHeader ValidHeader() { return {kFrameMagic, kProtocolVersion, 1, 10, 0}; }
 absl::Status DecodeHeader(const FrameHeader& h) {
   return DecodeFrameHeader({reinterpret_cast<const std::byte*>(&h), sizeof(h)}).status();
@@ -204,7 +353,8 @@ TEST(MalformedFrameTest, HeaderFieldsAreChecked) {
   h.type = 9;
   ExpectError(DecodeHeader(h), "unknown frame type 9");
   h = ValidHeader();
-  for (uint16_t other : {uint16_t{1}, uint16_t{kProtocolVersion + 1}}) {  // older and newer
+  // Older (1, and 2: before working slots) and newer.
+  for (uint16_t other : {uint16_t{1}, uint16_t{2}, uint16_t{kProtocolVersion + 1}}) {
     h = ValidHeader();
     h.version = other;
     EXPECT_EQ(DecodeHeader(h).code(), absl::StatusCode::kFailedPrecondition) << other;
@@ -349,6 +499,8 @@ TEST(GarbageTest, RandomBytesNeverCrashAnyDecoder) {
   std::vector<BlockKey> keys;
   std::vector<PutBeginItem> begins;
   std::vector<PutCommitItem> commits;
+  std::vector<WorkPublishItem> publishes;
+  std::vector<uint32_t> slots;
   for (int i = 0; i < 200000; ++i) {
     for (auto& b : buf) b = static_cast<std::byte>(rng());
     const size_t n = rng() % buf.size();
@@ -371,6 +523,8 @@ TEST(GarbageTest, RandomBytesNeverCrashAnyDecoder) {
       (void)ReadKeys(arena, *req, &keys);
       (void)ReadPutBegin(arena, *req, 4096, &begins);
       (void)ReadPutCommit(arena, *req, &commits);
+      (void)ReadWorkPublish(arena, *req, 4096, &publishes);
+      (void)ReadWorkSlots(arena, *req, &slots);
     }
     (void)DecodeCompletion({buf.data(), kRecordBytes}, kArenaBytes);
   }

@@ -64,9 +64,19 @@ void FuzzRequest(absl::Span<const std::byte> in) {
   std::vector<BlockKey> keys;
   std::vector<PutBeginItem> begins;
   std::vector<PutCommitItem> commits;
+  std::vector<WorkPublishItem> publishes;
+  std::vector<uint32_t> slots;
   if (ReadKeys(arena.view, *r, &keys).ok()) Require(keys.size() == r->count);
   if (ReadPutBegin(arena.view, *r, 1 << 20, &begins).ok()) Require(begins.size() == r->count);
   if (ReadPutCommit(arena.view, *r, &commits).ok()) Require(commits.size() == r->count);
+  if (ReadWorkPublish(arena.view, *r, 1 << 20, &publishes).ok()) {
+    Require(publishes.size() == r->count);
+    // What decodes re-encodes to the same bytes' meaning.
+    std::vector<WorkPublishItem> again;
+    WriteWorkPublish(arena.view, r->arg, publishes);
+    Require(ReadWorkPublish(arena.view, *r, 1 << 20, &again).ok() && again == publishes);
+  }
+  if (ReadWorkSlots(arena.view, *r, &slots).ok()) Require(slots.size() == r->count);
 }
 
 void FuzzCompletion(absl::Span<const std::byte> in) {
@@ -80,11 +90,12 @@ void FuzzCompletion(absl::Span<const std::byte> in) {
   Require(c2.ok() && *c2 == *c);
   // The request this completion would answer, as its client sent it.
   const uint32_t count = c->op == Op::kNop || c->op == Op::kStats ? 0 : std::max(c->count, 1u);
-  const Request r{c->op, c->request_id, count, 0, {}, c->result};
+  const auto tier = static_cast<uint8_t>(c->request_id % 2);  // slots of T0 or of T1
+  const Request r{c->op, c->request_id, count, tier, {}, c->result};
   std::vector<uint8_t> tiers;
   std::vector<BlockResult> results;
   (void)ReadLookupResult(arena.view, r, *c, &tiers);
-  (void)ReadBlockResults(arena.view, r, *c, SessionLimits{1000, 4096}, &results);
+  (void)ReadBlockResults(arena.view, r, *c, SessionLimits{1000, 4096, 100, 1 << 16}, &results);
   (void)ReadStats(arena.view, r, *c);
 }
 

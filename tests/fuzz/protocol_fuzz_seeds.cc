@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,14 @@ Bytes RecordSeed(uint8_t selector, const std::byte* record, uint32_t arena_bytes
   return out;
 }
 
-std::vector<Bytes> OpSeeds(Op op, uint32_t count) {
-  Request r{op, 1, count, static_cast<uint8_t>(op == Op::kGet ? 1 : 0), {0, ArgBytes(op, count)},
-            {}};
+// Ops whose record names a tier (get: read from; put_begin and the work ops: the slots' tier).
+bool NamesTier(Op op) {
+  return op == Op::kGet || op == Op::kPutBegin || op == Op::kWorkTake || op == Op::kWorkPublish ||
+         op == Op::kWorkFree;
+}
+
+std::vector<Bytes> OpSeeds(Op op, uint32_t count, uint8_t tier) {
+  Request r{op, 1, count, tier, {0, ArgBytes(op, count)}, {}};
   const uint32_t result_offset = (r.arg.bytes + 7) / 8 * 8;
   const uint32_t result_bytes = ResultBytes(op, count);
   r.result = {result_bytes == 0 ? 0 : result_offset, result_bytes};
@@ -53,6 +59,19 @@ std::vector<Bytes> OpSeeds(Op op, uint32_t count) {
       std::vector<PutCommitItem> items(count);
       for (uint32_t i = 0; i < count; ++i) items[i] = {keys[i], i};
       WritePutCommit(arena, r.arg, items);
+    } else if (op == Op::kWorkPublish) {
+      std::vector<WorkPublishItem> items(count);
+      for (uint32_t i = 0; i < count; ++i) {
+        const std::optional<BlockKey> parent = i == 0 ? std::nullopt : std::optional(keys[i - 1]);
+        items[i] = {keys[i], parent, i * 0x9E3779B97F4A7C15ull, i, 4096};
+      }
+      WriteWorkPublish(arena, r.arg, items);
+    } else if (op == Op::kWorkFree) {
+      std::vector<uint32_t> slots(count);
+      for (uint32_t i = 0; i < count; ++i) slots[i] = i * 3;
+      WriteWorkSlots(arena, r.arg, slots);
+    } else if (op == Op::kWorkTake) {
+      // no arguments
     } else if (count > 0) {
       WriteKeys(arena, r.arg, keys);
     }
@@ -114,8 +133,13 @@ int main(int argc, char** argv) {
   for (uint8_t op = 0; op <= kMaxOp; ++op) {
     const bool keyed =
         op != static_cast<uint8_t>(Op::kNop) && op != static_cast<uint8_t>(Op::kStats);
+    // Ops naming a tier get a seed for T1 and one for T0.
+    const auto tiers =
+        NamesTier(static_cast<Op>(op)) ? std::vector<uint8_t>{1, 0} : std::vector<uint8_t>{0};
     for (uint32_t count : keyed ? std::vector<uint32_t>{1, 64} : std::vector<uint32_t>{0}) {
-      for (auto& s : OpSeeds(static_cast<Op>(op), count)) seeds.push_back(std::move(s));
+      for (uint8_t tier : tiers) {
+        for (auto& s : OpSeeds(static_cast<Op>(op), count, tier)) seeds.push_back(std::move(s));
+      }
     }
   }
   for (size_t i = 0; i < seeds.size(); ++i) {
