@@ -149,6 +149,18 @@ absl::StatusOr<protocol::Completion> Client::Impl::Do(const Call& call, protocol
   return Finish(*sent);
 }
 
+absl::StatusOr<std::vector<protocol::BlockResult>> Client::Impl::DoBlockResults(const Call& call) {
+  protocol::Request sent;
+  KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, Do(call, &sent));
+  std::vector<protocol::BlockResult> out;
+  KVTIER_RETURN_IF_ERROR(protocol::ReadBlockResults(region->arena(), sent, done, limits(), &out));
+  return out;
+}
+
+protocol::SessionLimits Client::Impl::limits() const {
+  return {welcome.t1_slots, welcome.t1_slot_bytes, welcome.t0_slots, welcome.t0_slot_bytes};
+}
+
 absl::Status Client::Impl::Submit(const Call& call, uint32_t arena_offset,
                                   protocol::Request* sent) {
   KVTIER_RETURN_IF_ERROR(CheckCount(call.op, call.count, welcome.max_batch));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -45,6 +46,12 @@ class Client::Impl {
   // arena, which the next request reuses.
   absl::StatusOr<protocol::Completion> Do(const Call& call, protocol::Request* sent)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Do of a request answered with a BlockResult per item, read out and checked (slots against
+  // the tier the request names: limits()).
+  absl::StatusOr<std::vector<protocol::BlockResult>> DoBlockResults(const Call& call)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The session's slot counts and sizes per tier, from the Welcome.
+  protocol::SessionLimits limits() const;
   // Do in two halves, so that several requests can be in flight (a put commits each block while
   // it copies the next): Submit sends the request with its arguments and results at
   // `arena_offset` (8-aligned) and returns it in `*sent`; Finish waits for its completion.

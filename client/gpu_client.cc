@@ -97,7 +97,18 @@ absl::Status GpuClient::OpenT0() {
   }
   t0_device_ = static_cast<std::byte*>(*opened);
   t0_slot_bytes_ = t0->slot_bytes;
+  t0_slots_ = t0->slots;
   return absl::OkStatus();
+}
+
+std::byte* GpuClient::T0SlotData(uint32_t slot) const {
+  if (t0_device_ == nullptr || slot >= t0_slots_) return nullptr;
+  return t0_device_ + uint64_t{slot} * t0_slot_bytes_;
+}
+
+std::byte* GpuClient::T1SlotDeviceData(uint32_t slot) const {
+  if (client_->SlotData(slot) == nullptr) return nullptr;  // not a slot of T1
+  return t1_device_ + uint64_t{slot} * client_->slot_bytes();
 }
 
 GpuClient::~GpuClient() {

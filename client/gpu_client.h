@@ -150,6 +150,14 @@ class GpuClient {
   Client* client() const { return client_; }
   // True when T0 is mapped here (the daemon has one on this GPU and its handle opened).
   bool t0_mapped() const { return t0_device_ != nullptr; }
+  // Device address of T0 slot `slot` in this process's mapping of T0, slot_bytes
+  // (Client::t0()->slot_bytes) long: where an engine fills a T0 working slot or tier-0 put_begin
+  // slot, hashes it (GpuChecksummer::Payloads), or attends to a leased T0 block in place. Valid
+  // while this GpuClient lives; nullptr when T0 is not mapped here or has no such slot.
+  std::byte* T0SlotData(uint32_t slot) const;
+  // Device address of T1 slot `slot` through this process's registered mapping of T1 (a copy
+  // engine or kernel reaches T1 there); nullptr for a slot T1 does not have.
+  std::byte* T1SlotDeviceData(uint32_t slot) const;
   // For gets from now on.
   void set_t0_reads(T0Reads mode) { t0_reads_ = mode; }
   T0Reads t0_reads() const { return t0_reads_; }
@@ -199,6 +207,7 @@ class GpuClient {
   std::vector<std::byte*> registered_;  // chunk starts registered with the runtime
   std::byte* t0_device_ = nullptr;      // this process's mapping of T0 (OpenIpc), or null
   uint32_t t0_slot_bytes_ = 0;
+  uint32_t t0_slots_ = 0;
   T0Reads t0_reads_;
 };
 

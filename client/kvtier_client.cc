@@ -76,12 +76,13 @@ absl::StatusOr<std::vector<BlockKey>> Client::KeysForEngineHashes(
 }
 
 absl::Status Client::CheckPayloadBytes(const char* what, size_t index, const char* field,
-                                       uint64_t bytes) const {
-  const uint32_t slot = impl_->welcome.t1_slot_bytes;
+                                       uint64_t bytes, Tier tier) const {
+  const bool t0 = tier == Tier::kT0;
+  const uint32_t slot = t0 ? impl_->welcome.t0_slot_bytes : impl_->welcome.t1_slot_bytes;
   if (bytes != 0 && bytes <= slot) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      fmt::format("{}[{}]{} is {} bytes; a payload is 1 to {} bytes (kvtierd's slot_bytes)", what,
-                  index, field, bytes, slot));
+      fmt::format("{}[{}]{} is {} bytes; a payload is 1 to {} bytes (kvtierd's {} slot_bytes)",
+                  what, index, field, bytes, slot, t0 ? "T0" : "T1"));
 }
 
 absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
@@ -106,23 +107,11 @@ absl::StatusOr<LookupResult> Client::Lookup(absl::Span<const BlockKey> keys) {
 
 namespace {
 
-// The session's slot counts and sizes per tier, to check results against.
-protocol::SessionLimits LimitsOf(const protocol::Welcome& w) {
-  return {w.t1_slots, w.t1_slot_bytes, w.t0_slots, w.t0_slot_bytes};
-}
-
-// One request whose answer is a BlockResult per item. Slots are checked against the tier the
-// request names (ReadBlockResults).
+// One request whose answer is a BlockResult per item.
 absl::StatusOr<std::vector<BlockResult>> BlockResultsCall(Client::Impl& impl,
                                                           const Client::Impl::Call& call)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
-  const protocol::SessionLimits limits = LimitsOf(impl.welcome);
-  protocol::Request sent;
-  KVTIER_ASSIGN_OR_RETURN(protocol::Completion done, impl.Do(call, &sent));
-  std::vector<BlockResult> out;
-  KVTIER_RETURN_IF_ERROR(
-      protocol::ReadBlockResults(impl.region->arena(), sent, done, limits, &out));
-  return out;
+  return impl.DoBlockResults(call);
 }
 
 // `tier` is the tier a kGet reads from (ignored for other ops).
@@ -142,11 +131,11 @@ absl::StatusOr<std::vector<BlockResult>> KeysCall(Client::Impl& impl, Op op,
   return out;
 }
 
+// Since version 3 a put_begin names the tier of its slots (T1 for Put).
 absl::StatusOr<std::vector<BlockResult>> PutBeginCall(
-    Client::Impl& impl, absl::Span<const protocol::PutBeginItem> items)
+    Client::Impl& impl, absl::Span<const protocol::PutBeginItem> items, Tier tier = Tier::kT1)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
-  // Since version 3 a put_begin names the tier of its slots; these are T1's.
-  return BlockResultsCall(impl, {Op::kPutBegin, items.size(), static_cast<uint8_t>(Tier::kT1),
+  return BlockResultsCall(impl, {Op::kPutBegin, items.size(), static_cast<uint8_t>(tier),
                                  [&](protocol::ArenaView a, protocol::ArenaRange r) {
                                    protocol::WritePutBegin(a, r, items);
                                  }});
@@ -230,14 +219,15 @@ absl::StatusOr<std::vector<BlockCode>> Client::Put(
 }
 
 absl::StatusOr<std::vector<BlockResult>> Client::PutBegin(
-    absl::Span<const protocol::PutBeginItem> items) {
+    absl::Span<const protocol::PutBeginItem> items, Tier tier) {
+  KVTIER_RETURN_IF_ERROR(CheckSlotTier("PutBegin", tier));
   if (items.empty()) return std::vector<BlockResult>();
   for (size_t i = 0; i < items.size(); ++i) {
     KVTIER_RETURN_IF_ERROR(
-        CheckPayloadBytes("PutBegin: items", i, ".payload_bytes", items[i].payload_bytes));
+        CheckPayloadBytes("PutBegin: items", i, ".payload_bytes", items[i].payload_bytes, tier));
   }
   absl::MutexLock lock(&impl_->mu);
-  return PutBeginCall(*impl_, items);
+  return PutBeginCall(*impl_, items, tier);
 }
 
 absl::StatusOr<std::vector<BlockResult>> Client::PutCommit(
@@ -313,7 +303,7 @@ class CommitPipeline {
   }
 
   absl::Status Drain(Client::Impl& impl) ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
-    const protocol::SessionLimits limits = LimitsOf(impl.welcome);
+    const protocol::SessionLimits limits = impl.limits();
     std::vector<BlockResult> done;
     for (const InFlight& f : in_flight_) {
       KVTIER_ASSIGN_OR_RETURN(protocol::Completion c, impl.Finish(f.sent));

@@ -25,7 +25,15 @@
 //
 // Leases. Get leases blocks; their slots stay valid and unchanged until Release (GetInto
 // releases by itself). When the client closes or its process dies, the daemon gives back every
-// lease and every uncommitted put.
+// lease, every uncommitted put and every working slot.
+//
+// Working slots (protocol v3; docs/protocol.md "Working slots"). For KV computed before its block
+// key is known (an engine decoding into a partly filled block): TakeWorkingSlots leases unkeyed
+// slots of T0 or T1 to this session, within the quota the daemon's operator sets per session
+// (daemon.max_working_slots; kOverQuota past it); the engine fills them (T1: MutableSlotData;
+// T0: GpuClient::T0SlotData, device memory), then PublishWorking turns each into the cached block
+// of its key, or FreeWorking gives it back. A published block stays leased to this client until
+// Release(key), so it cannot move while the engine still attends to it in place.
 //
 // Errors: absl::Status. Unavailable when the daemon is unreachable or went away; the daemon's
 // Error frame's code and text when it refused us; per-block outcomes are protocol::BlockCode.
@@ -140,18 +148,46 @@ class Client {
   // At most max_batch (1024) items per call, each payload_bytes 1 to slot_bytes(); otherwise
   // InvalidArgument and nothing is sent. No items: no results, nothing sent. A key repeated in
   // one PutBegin gets a slot once; its later occurrences get kAlreadyPresent and no slot.
+  // `tier` is where the slots are: T1 (default), or T0 when the daemon has one (t0()), whose
+  // slots are device memory the caller fills itself (GpuClient::T0SlotData); InvalidArgument naming
+  // the tier otherwise. (Put copies from host memory, so it puts into T1 only.)
   absl::StatusOr<std::vector<protocol::BlockResult>> PutBegin(
-      absl::Span<const protocol::PutBeginItem> items);
+      absl::Span<const protocol::PutBeginItem> items, Tier tier = Tier::kT1);
   absl::StatusOr<std::vector<protocol::BlockResult>> PutCommit(
       absl::Span<const protocol::PutCommitItem> items);
   std::byte* MutableSlotData(uint32_t slot);
   absl::StatusOr<std::vector<protocol::BlockResult>> Drop(absl::Span<const BlockKey> keys);
+
+  // ---- working slots (top of this file) ----
+  // Every call names the slots' tier: T0 (only when the daemon has one) or T1. Arguments are
+  // checked before anything is sent (InvalidArgument naming the argument; the connection stays
+  // usable): the tier, n or items.size() 1 to max_batch (1024; PublishWorking and FreeWorking
+  // with no items return no results and send nothing), payload_bytes 1 to the tier's slot bytes.
+  // Takes n working slots: one result per slot wanted. kOk: `slot` is a working slot of `tier`
+  // leased to this session and payload_bytes its size; kRetryLater: the tier is full now;
+  // kOverQuota: this session holds its quota of working slots.
+  absl::StatusOr<std::vector<protocol::BlockResult>> TakeWorkingSlots(Tier tier, size_t n);
+  // Publishes working slots of `tier` filled with items[i].payload_bytes bytes whose XXH3-64 is
+  // items[i].checksum, each under its key and parent. One code per item. kOk: the slot is now the
+  // cached block items[i].key (no longer a working slot), leased to this client until
+  // Release(key). kAlreadyPresent: the key is cached in that tier already, and kBadChecksum (the
+  // daemon verifies T1 puts): in both the slot stays this session's working slot. kMissing: not a
+  // working slot of this session (also every repeat of a slot named earlier in the same call).
+  // kRetryLater: the index is full now. kFailed.
+  absl::StatusOr<std::vector<protocol::BlockCode>> PublishWorking(
+      Tier tier, absl::Span<const protocol::WorkPublishItem> items);
+  // Gives working slots of `tier` back unpublished: kOk, or kMissing (not a working slot of this
+  // session, or a repeat of a slot named earlier in the same call).
+  absl::StatusOr<std::vector<protocol::BlockCode>> FreeWorking(Tier tier,
+                                                               absl::Span<const uint32_t> slots);
+
   absl::StatusOr<protocol::StatsWire> Stats();
   // A round trip that does nothing (for latency measurements).
   absl::Status Nop();
 
   // The bytes of T1 slot `slot`, valid while this client lives (for zero-copy readers); nullptr
-  // for a slot that T1 does not have. MutableSlotData likewise.
+  // for a slot that T1 does not have. MutableSlotData likewise (a T1 put_begin slot or working
+  // slot is filled there; T0 slots are device memory: GpuClient::T0SlotData).
   const std::byte* SlotData(uint32_t slot) const;
   uint32_t slot_bytes() const;
   // This process's mapping of the whole T1 segment (for registering it with a GPU runtime).
@@ -165,10 +201,15 @@ class Client {
 
  private:
   explicit Client(std::unique_ptr<Impl> impl);
-  // OK when a payload of `bytes` fits a slot (1 to slot_bytes); else InvalidArgument naming
-  // what[index]field.
-  absl::Status CheckPayloadBytes(const char* what, size_t index, const char* field,
-                                 uint64_t bytes) const;
+  // OK when a payload of `bytes` fits a slot of `tier` (1 to its slot bytes); else
+  // InvalidArgument naming what[index]field.
+  absl::Status CheckPayloadBytes(const char* what, size_t index, const char* field, uint64_t bytes,
+                                 Tier tier = Tier::kT1) const;
+  // OK when `what` may name slots of `tier`: T1, or T0 when the daemon has one; else
+  // InvalidArgument naming the tier.
+  absl::Status CheckSlotTier(const char* what, Tier tier) const;
+  // OK when `count` items fit one request (1 to max_batch); else InvalidArgument naming `what`.
+  absl::Status CheckBatch(const char* what, size_t count) const;
   // One put_begin + copies + put_commit of at most max_batch items, holding the connection
   // throughout (its commits are pipelined).
   absl::Status PutChunk(absl::Span<const protocol::PutBeginItem> items,
