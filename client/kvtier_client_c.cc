@@ -15,19 +15,14 @@
 
 #include "client/gpu_client.h"
 #include "client/kvtier_client.h"
+#include "client/kvtier_client_c_internal.h"
 
-struct kvtier_client {
-  std::unique_ptr<kvtier::client::Client> impl;
-};
-struct kvtier_gpu {
-  std::unique_ptr<kvtier::client::GpuClient> impl;
-};
 struct kvtier_gpu_transfer {
   kvtier::client::GpuTransfer impl;
   size_t keys;
 };
 
-namespace {
+namespace kvtier::client::c_abi {
 
 thread_local std::string last_error;
 
@@ -40,6 +35,14 @@ int Check(const void* p, const char* what) {
   if (p != nullptr) return 0;
   return Fail(absl::InvalidArgumentError(std::string(what) + " is NULL"));
 }
+
+}  // namespace kvtier::client::c_abi
+
+namespace {
+
+using kvtier::client::c_abi::Check;
+using kvtier::client::c_abi::Fail;
+using kvtier::client::c_abi::last_error;
 
 // The first NULL of several arguments, as Check reports it (one code, one name).
 int CheckAll(std::initializer_list<std::pair<const void*, const char*>> args) {

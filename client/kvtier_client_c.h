@@ -28,8 +28,11 @@ extern "C" {
 
 /* 2: GPU transfers (kvtier_gpu_*); 3: kvtier_gpu_set_t0_reads; 4: kvtier_lookup_many;
  * 5: kvtier_connect_with (a handshake deadline, key_source), kvtier_keys_for_engine_hashes, and
- * kvtier_keys_for returning KVTIER_KEYS_ERROR on errors (it had no error return before). */
-#define KVTIER_C_ABI_VERSION 5
+ * kvtier_keys_for returning KVTIER_KEYS_ERROR on errors (it had no error return before).
+ * 6: working slots (kvtier_work_take, kvtier_work_publish, kvtier_work_free, kvtier_work_item,
+ * KVTIER_TIER_*, KVTIER_BLOCK_OVER_QUOTA), kvtier_mutable_slot_data, kvtier_t0_slots,
+ * kvtier_gpu_t0_slot (kvtierd speaks protocol version 3). */
+#define KVTIER_C_ABI_VERSION 6
 
 /* Per-block outcomes (docs/protocol.md "Block codes"). */
 enum {
@@ -39,8 +42,12 @@ enum {
   KVTIER_BLOCK_MISSING = 3,
   KVTIER_BLOCK_LEASED = 4,
   KVTIER_BLOCK_BAD_CHECKSUM = 5,
-  KVTIER_BLOCK_FAILED = 6
+  KVTIER_BLOCK_FAILED = 6,
+  KVTIER_BLOCK_OVER_QUOTA = 7 /* kvtier_work_take: this client holds its quota of working slots */
 };
+
+/* Tiers (also the bit numbers of kvtier_lookup's tiers[]): GPU HBM, pinned host DRAM, NVMe. */
+enum { KVTIER_TIER_T0 = 0, KVTIER_TIER_T1 = 1, KVTIER_TIER_T2 = 2 };
 
 typedef struct kvtier_client kvtier_client;
 
@@ -161,9 +168,47 @@ int kvtier_drop(kvtier_client* client, const kvtier_key* keys, size_t n,
 int kvtier_get_stats(kvtier_client* client, kvtier_stats* out);
 
 /* The bytes of T1 slot `slot` (slot_bytes long), mapped in this process; NULL for a NULL client or
- * a slot T1 does not have. */
+ * a slot T1 does not have. kvtier_mutable_slot_data is the same address, for filling a T1
+ * working slot. */
 const void* kvtier_slot_data(const kvtier_client* client, uint32_t slot);
+void* kvtier_mutable_slot_data(kvtier_client* client, uint32_t slot);
 uint32_t kvtier_slot_bytes(const kvtier_client* client); /* 0 for a NULL client */
+/* Slots in kvtierd's T0 (their size is kvtier_slot_bytes'); 0 when it has no T0 or for NULL. */
+uint32_t kvtier_t0_slots(const kvtier_client* client);
+
+/* ---- working slots (docs/protocol.md "Working slots") --------------------------------------
+ * For KV computed before its block key is known: take unkeyed slots of T0 or T1 leased to this
+ * client (within the per-client quota kvtierd's operator sets), fill them (T1:
+ * kvtier_mutable_slot_data; T0: kvtier_gpu_t0_slot, device memory), then publish each under its
+ * key, or free it. A published block stays leased to this client until kvtier_release of its key.
+ * tier is KVTIER_TIER_T0 (only when kvtier_t0_slots is above 0) or KVTIER_TIER_T1; otherwise
+ * code 3 naming it. n is 1 to 1024 for kvtier_work_take; publish and free with n 0 do nothing.
+ * Arguments are checked before anything is sent (code 3, the client stays usable). */
+
+/* One working slot to publish. */
+typedef struct {
+  kvtier_key key;
+  kvtier_key parent;      /* the block before it in its sequence, when has_parent is 1 */
+  uint64_t checksum;      /* XXH3-64 of the slot's first payload_bytes bytes */
+  uint32_t slot;          /* a working slot of this client in the call's tier */
+  uint32_t payload_bytes; /* 1 to kvtier_slot_bytes */
+  uint32_t has_parent;    /* 0 or 1 */
+  uint32_t reserved;      /* 0 */
+} kvtier_work_item;
+
+/* Takes n working slots of tier; results[i] (room for n): code OK with slot and payload_bytes (the
+ * slot's size), RETRY_LATER (the tier is full now) or OVER_QUOTA. */
+int kvtier_work_take(kvtier_client* client, uint32_t tier, size_t n, kvtier_block_result* results);
+/* Publishes items[0, n) (working slots of tier); codes[i] (may be NULL): OK (now the cached block
+ * items[i].key, leased to this client), ALREADY_PRESENT or BAD_CHECKSUM (the slot stays this
+ * client's working slot), MISSING (not a working slot of this client, or named earlier in the same
+ * call), RETRY_LATER, FAILED. */
+int kvtier_work_publish(kvtier_client* client, uint32_t tier, const kvtier_work_item* items,
+                        size_t n, uint32_t* codes);
+/* Gives working slots slots[0, n) of tier back unpublished; codes[i] (may be NULL): OK or MISSING
+ * (not a working slot of this client, or named earlier in the same call). */
+int kvtier_work_free(kvtier_client* client, uint32_t tier, const uint32_t* slots, size_t n,
+                     uint32_t* codes);
 
 /* ---- GPU transfers (client/gpu_client.h) -------------------------------------------------
  * Get blocks straight into an engine's paged KV cache and put them from it, on the engine's
@@ -209,6 +254,10 @@ enum { KVTIER_T0_READS_NEVER = 0, KVTIER_T0_READS_WHEN_PRESENT = 1, KVTIER_T0_RE
 int kvtier_gpu_set_t0_reads(kvtier_gpu* gpu, int mode);
 /* 1 when kvtierd's T0 is mapped for this GPU client (same GPU, IPC handle opened), else 0. */
 int kvtier_gpu_t0_mapped(const kvtier_gpu* gpu);
+/* The device address of T0 slot `slot` in this GPU client's mapping of T0 (kvtier_slot_bytes
+ * long; valid until kvtier_gpu_close): where a T0 working slot is filled or a leased T0 block read
+ * in place. NULL when T0 is not mapped here, for a slot T0 does not have, or a NULL gpu. */
+void* kvtier_gpu_t0_slot(const kvtier_gpu* gpu, uint32_t slot);
 /* Leases keys[0, n) and enqueues copies of the leading run of hits into engine blocks
  * engine_blocks[0, hits) on `stream` (a cudaStream_t / hipStream_t; NULL = default stream). */
 int kvtier_gpu_get(kvtier_gpu* gpu, const kvtier_key* keys, size_t n, const kvtier_kv_cache* cache,

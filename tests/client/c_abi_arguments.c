@@ -2,7 +2,8 @@
  * with_kvtierd.sh, which passes its socket as argv[1]) (issue 11): sizes out of range are refused
  * before anything is copied or sent, naming the argument, and the client stays usable; a key given
  * twice in one put is written once; kvtier_connect_with's deadline holds against a socket that
- * never answers; a namespace of engine hashes takes engine hashes only. */
+ * never answers; a namespace of engine hashes takes engine hashes only; the working-slot calls'
+ * arguments are checked before anything is sent. */
 #define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS and MAP_NORESERVE under -std=c11 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,48 @@ static void HugeAndEmptyPayloads(kvtier_client* c, const kvtier_key* keys) {
   const kvtier_key twice[2] = {keys[0], keys[0]};
   EXPECT(kvtier_put(c, twice, 2, srcs, sizes, NULL, codes) == 0);
   EXPECT(codes[0] == KVTIER_BLOCK_OK && codes[1] == KVTIER_BLOCK_ALREADY_PRESENT);
+  kvtier_stats stats;
+  EXPECT(kvtier_get_stats(c, &stats) == 0 && stats.requests_invalid == 0);
+}
+
+/* The working-slot calls' arguments (ABI 6) are checked before anything is sent; the default
+ * config has no T0, so T0 is refused too. Nothing here reaches the daemon. */
+static void WorkingSlotArguments(kvtier_client* c) {
+  EXPECT(kvtier_abi_version() == KVTIER_C_ABI_VERSION && KVTIER_C_ABI_VERSION == 6);
+  kvtier_block_result results[1];
+  EXPECT(kvtier_work_take(c, KVTIER_TIER_T2, 1, results) == 3 && Mentions("tier is 2"));
+  EXPECT(kvtier_t0_slots(c) == 0);
+  EXPECT(kvtier_work_take(c, KVTIER_TIER_T0, 1, results) == 3 && Mentions("has no T0"));
+  EXPECT(kvtier_work_take(c, KVTIER_TIER_T1, 0, results) == 3 && Mentions("n is 0"));
+  EXPECT(kvtier_work_take(c, KVTIER_TIER_T1, 1025, results) == 3 && Mentions("n is 1025"));
+  EXPECT(kvtier_work_take(c, KVTIER_TIER_T1, 1, NULL) == 3 && Mentions("results is NULL"));
+  EXPECT(kvtier_work_take(NULL, KVTIER_TIER_T1, 1, results) == 3 && Mentions("client is NULL"));
+
+  kvtier_work_item item;
+  memset(&item, 0, sizeof(item));
+  item.key.lo = 1;
+  item.payload_bytes = 10;
+  uint32_t codes[2];
+  EXPECT(kvtier_work_publish(c, KVTIER_TIER_T1, NULL, 1, codes) == 3 && Mentions("items is NULL"));
+  item.has_parent = 2;
+  EXPECT(kvtier_work_publish(c, KVTIER_TIER_T1, &item, 1, codes) == 3 &&
+         Mentions("has_parent is 2"));
+  item.has_parent = 0;
+  item.reserved = 1;
+  EXPECT(kvtier_work_publish(c, KVTIER_TIER_T1, &item, 1, codes) == 3 && Mentions("reserved 1"));
+  item.reserved = 0;
+  item.payload_bytes = kvtier_slot_bytes(c) + 1;
+  EXPECT(kvtier_work_publish(c, KVTIER_TIER_T1, &item, 1, codes) == 3 &&
+         Mentions("items[0].payload_bytes"));
+  item.payload_bytes = 10;
+  EXPECT(kvtier_work_publish(c, KVTIER_TIER_T0, &item, 1, codes) == 3 && Mentions("has no T0"));
+  EXPECT(kvtier_work_publish(c, KVTIER_TIER_T1, NULL, 0, codes) == 0); /* nothing to do */
+  EXPECT(kvtier_work_free(c, KVTIER_TIER_T1, NULL, 2, codes) == 3 && Mentions("slots is NULL"));
+  EXPECT(kvtier_work_free(c, 5, codes, 1, codes) == 3 && Mentions("tier is 5"));
+  EXPECT(kvtier_work_free(c, KVTIER_TIER_T1, NULL, 0, NULL) == 0);
+
+  EXPECT(kvtier_mutable_slot_data(c, 0) == kvtier_slot_data(c, 0) && kvtier_slot_data(c, 0));
+  EXPECT(kvtier_mutable_slot_data(NULL, 0) == NULL && kvtier_gpu_t0_slot(NULL, 0) == NULL);
   kvtier_stats stats;
   EXPECT(kvtier_get_stats(c, &stats) == 0 && stats.requests_invalid == 0);
 }
@@ -141,6 +184,7 @@ int main(int argc, char** argv) {
   kvtier_key keys[2];
   EXPECT(kvtier_keys_for(c, tokens, 2 * kBlockTokens, NULL, keys, 2) == 2);
   HugeAndEmptyPayloads(c, keys);
+  WorkingSlotArguments(c);
   ConnectOptions(argv[1], &ns);
   EngineHashes(argv[1], ns, c);
   kvtier_close(c);
