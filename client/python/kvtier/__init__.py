@@ -17,8 +17,8 @@ LibraryNotFoundError lists the places tried. docs/python.md has the whole API.
 
 from ._client import Client, KeyTuple
 from ._gpu import GpuClient, GpuTransfer, KvCache
-from ._types import BlockCode, KvtierError, LibraryNotFoundError, StatusCode, Tier
+from ._types import BlockCode, KvtierError, LibraryNotFoundError, StatusCode, Tier, WorkItem
 
 __all__ = ["BlockCode", "Client", "GpuClient", "GpuTransfer", "KeyTuple", "KvCache", "KvtierError",
-           "LibraryNotFoundError", "StatusCode", "Tier"]
+           "LibraryNotFoundError", "StatusCode", "Tier", "WorkItem"]
 __version__ = "0.1.0"

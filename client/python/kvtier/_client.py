@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _ffi
 from ._buffers import Tokens, host_span, token_array, uint32_pointer
-from ._types import BlockCode, KvtierError, StatusCode, Tier, block_code
+from ._types import BlockCode, KvtierError, StatusCode, Tier, WorkItem, block_code
 
 KeyTuple = Tuple[int, int]  # (lo, hi): a 128-bit block key
 
@@ -18,6 +18,15 @@ def _c_string(value: str, field: str) -> bytes:
     if "\0" in value:
         raise ValueError(f"{field}: must not contain NUL characters")
     return value.encode("utf-8")
+
+
+def _slot_tier(tier: Tier) -> int:
+    """The C ABI's tier number (KVTIER_TIER_*) of Tier.T0 or Tier.T1; slots are of no other."""
+    if tier == Tier.T0:
+        return 0
+    if tier == Tier.T1:
+        return 1
+    raise ValueError(f"tier: {tier!r}; working slots are of Tier.T0 or Tier.T1")
 
 
 class Client:
@@ -218,6 +227,52 @@ class Client:
         out = _ffi.Stats()
         self._check(self._lib.kvtier_get_stats(self._live(), ctypes.byref(out)))
         return {name: getattr(out, name) for name in _ffi.STATS_FIELDS}
+
+    # -- working slots (docs/protocol.md "Working slots") -----------------------------------
+
+    def take_working(self, tier: Tier, n: int) -> List[Tuple[Union[BlockCode, int], int]]:
+        """Takes `n` unkeyed working slots of `tier` (Tier.T1, or Tier.T0 when the daemon has
+        one) leased to this client: one (code, slot) per slot wanted. OK: `slot` is the client's
+        to fill (T1: slot_view(slot)); RETRY_LATER: the tier is full now; OVER_QUOTA: this
+        client holds its quota of working slots."""
+        results = (_ffi.BlockResult * max(n, 1))()
+        self._check(self._lib.kvtier_work_take(self._live(), _slot_tier(tier), n, results))
+        return [(block_code(results[i].code), results[i].slot) for i in range(n)]
+
+    def publish_working(self, tier: Tier, items: Sequence[WorkItem]) -> List[
+            Union[BlockCode, int]]:
+        """Publishes filled working slots of `tier`, each under its key: one BlockCode per item.
+        OK: the slot is now the cached block `key`, leased to this client until it is released;
+        ALREADY_PRESENT or BAD_CHECKSUM: the slot stays a working slot; MISSING: not a working
+        slot of this client (or named earlier in the same call); RETRY_LATER; FAILED."""
+        n = len(items)
+        c_items = (_ffi.WorkItem * max(n, 1))()
+        for i, item in enumerate(items):
+            c_items[i] = _ffi.WorkItem(
+                key=_ffi.Key(*item.key), parent=_ffi.Key(*(item.parent or (0, 0))),
+                checksum=item.checksum, slot=item.slot, payload_bytes=item.payload_bytes,
+                has_parent=int(item.parent is not None))
+        codes = (ctypes.c_uint32 * max(n, 1))()
+        self._check(self._lib.kvtier_work_publish(self._live(), _slot_tier(tier), c_items, n,
+                                                  codes))
+        return [block_code(codes[i]) for i in range(n)]
+
+    def free_working(self, tier: Tier, slots: Sequence[int]) -> List[Union[BlockCode, int]]:
+        """Gives working slots of `tier` back unpublished: OK, or MISSING (not a working slot of
+        this client, or named earlier in the same call)."""
+        n = len(slots)
+        codes = (ctypes.c_uint32 * max(n, 1))()
+        self._check(self._lib.kvtier_work_free(
+            self._live(), _slot_tier(tier), (ctypes.c_uint32 * max(n, 1))(*slots), n, codes))
+        return [block_code(codes[i]) for i in range(n)]
+
+    def slot_view(self, slot: int) -> memoryview:
+        """A writable view of T1 slot `slot` (slot_bytes long) in this process's mapping of T1,
+        valid while the client is open: where a T1 working slot is filled."""
+        address = self._lib.kvtier_mutable_slot_data(self._live(), slot)
+        if not address:
+            raise ValueError(f"slot_view: T1 has no slot {slot}")
+        return memoryview((ctypes.c_char * self.slot_bytes).from_address(address)).cast("B")
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 5).
+"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 6).
 
 The structs and prototypes below mirror that header field for field; change them together.
 The library is found and loaded lazily by load(), so importing the package never fails for want
@@ -15,7 +15,7 @@ from typing import List, Optional
 
 from ._types import LibraryNotFoundError
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 LIBRARY_NAME = "libkvtier.so"
 KEYS_ERROR = ctypes.c_size_t(-1).value  # KVTIER_KEYS_ERROR: kvtier_keys_for failed
 KEY_SOURCE_TOKENS = 0  # KVTIER_KEY_SOURCE_TOKENS
@@ -60,6 +60,20 @@ class BlockResult(ctypes.Structure):
         ("code", ctypes.c_uint32),
         ("slot", ctypes.c_uint32),
         ("payload_bytes", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+class WorkItem(ctypes.Structure):
+    """kvtier_work_item: a filled working slot to publish under its key."""
+
+    _fields_ = [
+        ("key", Key),
+        ("parent", Key),
+        ("checksum", ctypes.c_uint64),
+        ("slot", ctypes.c_uint32),
+        ("payload_bytes", ctypes.c_uint32),
+        ("has_parent", ctypes.c_uint32),
         ("reserved", ctypes.c_uint32),
     ]
 
@@ -123,11 +137,19 @@ _PROTOTYPES = {
     "kvtier_drop": (_c.c_int, [_c.c_void_p, _P(Key), _c.c_size_t, _P(BlockResult)]),
     "kvtier_get_stats": (_c.c_int, [_c.c_void_p, _P(Stats)]),
     "kvtier_slot_data": (_c.c_void_p, [_c.c_void_p, _c.c_uint32]),
+    "kvtier_mutable_slot_data": (_c.c_void_p, [_c.c_void_p, _c.c_uint32]),
     "kvtier_slot_bytes": (_c.c_uint32, [_c.c_void_p]),
+    "kvtier_t0_slots": (_c.c_uint32, [_c.c_void_p]),
+    "kvtier_work_take": (_c.c_int, [_c.c_void_p, _c.c_uint32, _c.c_size_t, _P(BlockResult)]),
+    "kvtier_work_publish": (_c.c_int, [
+        _c.c_void_p, _c.c_uint32, _P(WorkItem), _c.c_size_t, _P(_c.c_uint32)]),
+    "kvtier_work_free": (_c.c_int, [
+        _c.c_void_p, _c.c_uint32, _P(_c.c_uint32), _c.c_size_t, _P(_c.c_uint32)]),
     "kvtier_gpu_open": (_c.c_int, [_c.c_void_p, _c.c_int, _c.c_int, _P(_c.c_void_p)]),
     "kvtier_gpu_close": (None, [_c.c_void_p]),
     "kvtier_gpu_set_t0_reads": (_c.c_int, [_c.c_void_p, _c.c_int]),
     "kvtier_gpu_t0_mapped": (_c.c_int, [_c.c_void_p]),
+    "kvtier_gpu_t0_slot": (_c.c_void_p, [_c.c_void_p, _c.c_uint32]),
     "kvtier_gpu_get": (_c.c_int, [
         _c.c_void_p, _P(Key), _c.c_size_t, _P(KvCache), _P(_c.c_int32), _c.c_void_p,
         _P(_c.c_void_p)]),

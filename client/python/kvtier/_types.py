@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 
 class StatusCode(enum.IntEnum):
@@ -39,6 +39,7 @@ class BlockCode(enum.IntEnum):
     LEASED = 4
     BAD_CHECKSUM = 5
     FAILED = 6
+    OVER_QUOTA = 7  # take_working: this client holds its quota of working slots
 
 
 class Tier(enum.IntFlag):
@@ -47,6 +48,18 @@ class Tier(enum.IntFlag):
     T0 = 1  # GPU HBM
     T1 = 2  # pinned host DRAM
     T2 = 4  # NVMe
+
+
+class WorkItem(NamedTuple):
+    """A filled working slot to publish (Client.publish_working): the block `key` (and its
+    `parent`, the key of the block before it, or None) whose `payload_bytes` bytes are in working
+    slot `slot`, with their XXH3-64 `checksum`."""
+
+    key: Tuple[int, int]
+    slot: int
+    payload_bytes: int
+    checksum: int
+    parent: Optional[Tuple[int, int]] = None
 
 
 def block_code(value: int) -> Union[BlockCode, int]:

@@ -300,6 +300,27 @@ class ClientAgainstDaemonTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             c.lookup(tokens)
 
+    def test_working_slot_misuse_raises_before_reaching_the_daemon(self) -> None:
+        c = self.connect()
+        with self.assertRaisesRegex(ValueError, "working slots are of Tier.T0 or Tier.T1"):
+            c.take_working(Tier.T2, 1)
+        with self.assertRaises(KvtierError) as caught:  # this daemon runs without T0
+            c.take_working(Tier.T0, 1)
+        self.assertEqual(caught.exception.code, StatusCode.INVALID_ARGUMENT)
+        self.assertIn("has no T0", caught.exception.message)
+        for n in (0, 1025):
+            with self.assertRaisesRegex(KvtierError, f"n is {n}"):
+                c.take_working(Tier.T1, n)
+        item = kvtier.WorkItem(key=(1, 2), slot=0, payload_bytes=SLOT_BYTES + 1, checksum=0)
+        with self.assertRaisesRegex(KvtierError, "items\\[0\\].payload_bytes"):
+            c.publish_working(Tier.T1, [item])
+        self.assertEqual(c.publish_working(Tier.T1, []), [])
+        self.assertEqual(c.free_working(Tier.T1, []), [])
+        with self.assertRaisesRegex(ValueError, "T1 has no slot"):
+            c.slot_view(2**32 - 1)
+        self.assertEqual(len(c.slot_view(0)), SLOT_BYTES)
+        self.assertEqual(c.stats()["requests_invalid"], 0)  # nothing malformed reached it
+
     def test_bad_namespace_raises_with_the_libraries_message(self) -> None:
         with self.assertRaises(KvtierError) as caught:
             self.connect(model_id="")
