@@ -170,22 +170,27 @@ absl::Status GpuModel::Enqueue(const Step& s) {
   const auto eps = static_cast<float>(config_.rms_norm_eps);
   KVTIER_RETURN_IF_ERROR(
       og::Embedding(dt, s.in.ids, n, weights_->embed(), hidden, scratch_->residual, stream()));
+  KVTIER_RETURN_IF_ERROR(Done("embed"));
   KVTIER_RETURN_IF_ERROR(og::RmsNorm(dt, scratch_->residual, weights_->layer(0).input_norm, n,
                                      hidden, eps, scratch_->h, stream()));
+  KVTIER_RETURN_IF_ERROR(Done("norm"));
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     KVTIER_RETURN_IF_ERROR(Attention(l, s));
     KVTIER_RETURN_IF_ERROR(og::FusedAddRmsNorm(dt, scratch_->h, scratch_->residual,
                                                weights_->layer(l).post_norm, n, hidden, eps,
                                                stream()));
+    KVTIER_RETURN_IF_ERROR(Done("norm"));
     KVTIER_RETURN_IF_ERROR(Mlp(l, s));
     const bool last = l + 1 == config_.num_layers;
     const void* next_norm = last ? weights_->final_norm() : weights_->layer(l + 1).input_norm;
     KVTIER_RETURN_IF_ERROR(og::FusedAddRmsNorm(dt, scratch_->h, scratch_->residual, next_norm, n,
                                                hidden, eps, stream()));
+    KVTIER_RETURN_IF_ERROR(Done("norm"));
   }
   const void* from = At(static_cast<const void*>(scratch_->h), (n - s.logit_rows) * hidden);
-  return Linear(from, weights_->output(), nullptr, s.logit_rows, config_.vocab_size, hidden,
-                s.logits, /*y_float=*/true);
+  KVTIER_RETURN_IF_ERROR(Linear(from, weights_->output(), nullptr, s.logit_rows, config_.vocab_size,
+                                hidden, s.logits, /*y_float=*/true));
+  return Done("lm_head");
 }
 
 absl::Status GpuModel::Attention(int64_t layer, const Step& s) {
@@ -209,18 +214,24 @@ absl::Status GpuModel::Attention(int64_t layer, const Step& s) {
       KVTIER_RETURN_IF_ERROR(Linear(scratch_->h, At(w.qkv, offsets[i] * hidden), bias, n, rows[i],
                                     hidden, outs[i], false));
     }
+    KVTIER_RETURN_IF_ERROR(Done("qkv"));
   } else {  // one GEMM; q, k, v are column ranges of each token's row
     KVTIER_RETURN_IF_ERROR(Linear(scratch_->h, w.qkv, w.qkv_bias, n, qkv_dim, hidden, qkv, false));
+    KVTIER_RETURN_IF_ERROR(Done("qkv"));
     q = qkv;
     k = At(qkv, q_dim);
     v = At(qkv, q_dim + kv_dim);
     q_stride = kv_stride = qkv_dim;
   }
-  if (config_.qk_norm) KVTIER_RETURN_IF_ERROR(NormalizeHeads(layer, n, q, k));
+  if (config_.qk_norm) {
+    KVTIER_RETURN_IF_ERROR(NormalizeHeads(layer, n, q, k));
+    KVTIER_RETURN_IF_ERROR(Done("qk_norm"));
+  }
   const ops::PagedKvGeometry& g = s.pool->geometry();
   KVTIER_RETURN_IF_ERROR(og::RopeAndWriteKv(dtype(), q, q_stride, config_.num_heads, k, v,
                                             kv_stride, s.in.positions, inv_freq_, s.in.token_slots,
                                             n, g, layer, s.pool->data(), stream()));
+  KVTIER_RETURN_IF_ERROR(Done("rope_kv"));
   const ops::AttentionParams params{.kv = g,
                                     .layer = layer,
                                     .q_heads = config_.num_heads,
@@ -242,7 +253,10 @@ absl::Status GpuModel::Attention(int64_t layer, const Step& s) {
     KVTIER_RETURN_IF_ERROR(
         og::AttentionPrefill(dtype(), params, batch, s.in.q_indptr, n, stream()));
   }
-  return Linear(scratch_->attn, w.o_proj, nullptr, n, hidden, q_dim, scratch_->h, false);
+  KVTIER_RETURN_IF_ERROR(Done("attention"));
+  KVTIER_RETURN_IF_ERROR(
+      Linear(scratch_->attn, w.o_proj, nullptr, n, hidden, q_dim, scratch_->h, false));
+  return Done("o_proj");
 }
 
 absl::Status GpuModel::NormalizeHeads(int64_t layer, int64_t n, void* q, void* k) {
@@ -259,14 +273,18 @@ absl::Status GpuModel::Mlp(int64_t layer, const Step& s) {
   const int64_t n = s.in.n, hidden = config_.hidden_size, inter = config_.intermediate_size;
   KVTIER_RETURN_IF_ERROR(
       Linear(scratch_->h, w.gate_up, nullptr, n, 2 * inter, hidden, scratch_->gate_up, false));
+  KVTIER_RETURN_IF_ERROR(Done("gate_up"));
   if (n <= og::kGemvMaxRows && options_.decode_gemv) {  // SiLU-and-mul as the product reads it
     const og::GemmArgs args{
         .x = scratch_->gate_up, .w = w.down, .m = n, .n = hidden, .k = inter, .y = scratch_->h};
-    return og::GemvSiluMul(dtype(), args, stream());
+    KVTIER_RETURN_IF_ERROR(og::GemvSiluMul(dtype(), args, stream()));
+  } else {
+    KVTIER_RETURN_IF_ERROR(
+        og::SiluAndMul(dtype(), scratch_->gate_up, n, inter, scratch_->act, stream()));
+    KVTIER_RETURN_IF_ERROR(
+        Linear(scratch_->act, w.down, nullptr, n, hidden, inter, scratch_->h, false));
   }
-  KVTIER_RETURN_IF_ERROR(
-      og::SiluAndMul(dtype(), scratch_->gate_up, n, inter, scratch_->act, stream()));
-  return Linear(scratch_->act, w.down, nullptr, n, hidden, inter, scratch_->h, false);
+  return Done("down");
 }
 
 absl::Status GpuModel::Linear(const void* x, const void* w, const void* bias, int64_t m, int64_t n,

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -64,6 +65,14 @@ class GpuModel {
   // recorded graphs: for benchmarks that compare the paths on one loaded model.
   void SetDecodePath(bool gemv, bool graphs);
 
+  // Profiling: `hook` is called on the host after each operator a pass enqueues, with the
+  // operator's name — "embed", "norm", "qkv", "qk_norm", "rope_kv", "attention", "o_proj",
+  // "gate_up", "down" (with its activation), "lm_head" — while a pass is enqueued (or recorded
+  // into a graph; a replay calls it not at all); an error it returns fails the call. The benchmark
+  // records an event there to time each kind of operator. Empty: none (the default).
+  using OpHook = std::function<absl::Status(const char* op)>;
+  void SetOpHook(OpHook hook) { op_hook_ = std::move(hook); }
+
   // The KV geometry of this model for pool slots of `block_tokens` tokens.
   ops::PagedKvGeometry KvGeometry(int64_t block_tokens) const;
 
@@ -100,6 +109,8 @@ class GpuModel {
   // y [m, n] = x [m, k] W^T (+ bias): Gemv for a decode step's rows, else the GEMM runner.
   absl::Status Linear(const void* x, const void* w, const void* bias, int64_t m, int64_t n,
                       int64_t k, void* y, bool y_float);
+  // The op hook's call for `op` (none set: OK).
+  absl::Status Done(const char* op) const { return op_hook_ ? op_hook_(op) : absl::OkStatus(); }
 
   ModelConfig config_;
   GpuModelOptions options_;
@@ -109,6 +120,7 @@ class GpuModel {
   float* inv_freq_;  // [head_dim / 2] device memory
   std::unique_ptr<ops::gpu::GemmRunner> gemm_;
   GpuDecodeGraphs graphs_;
+  OpHook op_hook_;
 };
 
 }  // namespace kvtier::engine

@@ -25,6 +25,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -183,6 +185,94 @@ absl::StatusOr<double> DecodeMs(const Flags& f, GpuModel& model, GpuKvPool& pool
   return Ms(Clock::now() - t0) / f.decode_steps;
 }
 
+// The GPU's own time per decode step: steps enqueued back to back (the same token each time, no
+// token brought back), timed by events — what the host's round trip per token adds is the
+// difference from DecodeMs.
+absl::StatusOr<double> DecodeGpuOnlyMs(const Flags& f, GpuModel& model, GpuKvPool& pool,
+                                       int64_t context) {
+  GpuSequence seq(model, pool);
+  KVTIER_RETURN_IF_ERROR(
+      seq.Append(RandomIds(context, model.config().vocab_size, 2), false).status());
+  const int32_t token = 7;
+  KVTIER_RETURN_IF_ERROR(seq.Append({&token, 1}, false).status());  // records the graph
+  KVTIER_ASSIGN_OR_RETURN(gpu::Event start, gpu::Event::Create(true));
+  KVTIER_ASSIGN_OR_RETURN(gpu::Event end, gpu::Event::Create(true));
+  KVTIER_RETURN_IF_ERROR(start.Record(model.stream()));
+  for (int i = 0; i < f.decode_steps; ++i) {
+    KVTIER_RETURN_IF_ERROR(seq.Append({&token, 1}, false).status());
+  }
+  KVTIER_RETURN_IF_ERROR(end.Record(model.stream()));
+  KVTIER_RETURN_IF_ERROR(end.Synchronize());
+  KVTIER_ASSIGN_OR_RETURN(const float ms, gpu::Event::ElapsedMs(start, end));
+  return ms / f.decode_steps;
+}
+
+// Where a pass's time goes: `run` enqueues `passes` passes kernel by kernel with an event recorded
+// after each operator (GpuModel::SetOpHook); each interval between consecutive events is charged
+// to the operator that ends it, so a launch gap counts with the kernel after it ("embed" also
+// carries the input upload). Events between kernels keep PDL from overlapping them: a decode step
+// here is the one without PDL and graphs, a little slower. Prints ms and calls per pass by
+// operator.
+void ProfileOps(GpuModel& model, const char* what, int64_t tokens, int passes,
+                const std::function<void()>& run) {
+  std::vector<gpu::Event> events;
+  std::vector<std::string> names = {"start"};
+  events.push_back(Take(gpu::Event::Create(true), "event"));
+  Check(events[0].Record(model.stream()), "record");
+  model.SetOpHook([&](const char* op) -> absl::Status {
+    KVTIER_ASSIGN_OR_RETURN(gpu::Event e, gpu::Event::Create(true));
+    KVTIER_RETURN_IF_ERROR(e.Record(model.stream()));
+    events.push_back(std::move(e));
+    names.emplace_back(op);
+    return absl::OkStatus();
+  });
+  run();
+  model.SetOpHook(nullptr);
+  Check(events.back().Synchronize(), "sync");
+  std::map<std::string, std::pair<double, int>> by_op;  // ms, calls
+  for (size_t i = 1; i < events.size(); ++i) {
+    const float ms = Take(gpu::Event::ElapsedMs(events[i - 1], events[i]), "elapsed");
+    by_op[names[i]].first += ms / passes;
+    by_op[names[i]].second += 1;
+  }
+  const float total = Take(gpu::Event::ElapsedMs(events.front(), events.back()), "elapsed");
+  std::string ops;
+  for (const auto& [op, v] : by_op) {
+    ops += fmt::format("{}\"{}\": [{:.3f}, {}]", ops.empty() ? "" : ", ", op, v.first,
+                       v.second / passes);
+  }
+  std::printf(
+      "{\"what\": \"%s\", \"tokens\": %lld, \"pass_ms\": %.3f, "
+      "\"ms_and_calls_per_pass\": {%s}}\n",
+      what, static_cast<long long>(tokens), total / passes, ops.c_str());
+  std::fflush(stdout);
+}
+
+// A decode step after `context` tokens, kernel by kernel (the Gemv path), by operator.
+void DecodeProfile(GpuModel& model, GpuKvPool& pool, int64_t context) {
+  constexpr int kSteps = 4;
+  model.SetDecodePath(true, false);
+  GpuSequence seq(model, pool);
+  Check(seq.Append(RandomIds(context, model.config().vocab_size, 2), false).status(), "prefill");
+  const int32_t token = 7;
+  Check(seq.Append({&token, 1}, false).status(), "warm-up step");
+  ProfileOps(model, "decode_profile", context, kSteps, [&] {
+    for (int i = 0; i < kSteps; ++i) Check(seq.Append({&token, 1}, false).status(), "step");
+  });
+}
+
+// Prefill of a prompt of n tokens (after a warm-up one), by operator.
+void PrefillProfile(GpuModel& model, GpuKvPool& pool, int64_t n) {
+  const std::vector<int32_t> prompt = RandomIds(n, model.config().vocab_size, 1);
+  {
+    GpuSequence warm(model, pool);
+    Check(warm.Append(prompt, false).status(), "warm-up");
+  }
+  GpuSequence seq(model, pool);
+  ProfileOps(model, "prefill_profile", n, 1,
+             [&] { Check(seq.Append(prompt, false).status(), "prefill"); });
+}
+
 void Decode(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler,
             const Ceilings& c) {
   const engine::ModelConfig& cfg = model.config();
@@ -191,11 +281,14 @@ void Decode(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler
   const double roofline_ms = step_bytes / (c.copy_gbps * 1e9) * 1e3;
   struct Path {
     const char* name;
-    bool gemv, graphs;
+    bool gemv, graphs, pdl;
   };
   for (int64_t context : f.decode_contexts) {
-    for (const Path& p : {Path{"gemv+graphs", true, true}, Path{"gemv", true, false},
-                          Path{"cublaslt", false, false}, Path{"cublaslt+graphs", false, true}}) {
+    for (const Path& p :
+         {Path{"gemv+graphs", true, true, true}, Path{"gemv+graphs-nopdl", true, true, false},
+          Path{"gemv", true, false, true}, Path{"cublaslt", false, false, true},
+          Path{"cublaslt+graphs", false, true, true}}) {
+      ops::gpu::SetProgrammaticLaunch(p.pdl);
       model.SetDecodePath(p.gemv, p.graphs);
       const absl::StatusOr<double> ms = DecodeMs(f, model, pool, sampler, context);
       if (!ms.ok()) {
@@ -211,8 +304,52 @@ void Decode(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler
           roofline_ms / *ms, step_bytes / (*ms / 1e3) / 1e9);
       std::fflush(stdout);
     }
+    for (const bool pdl : {true, false}) {
+      ops::gpu::SetProgrammaticLaunch(pdl);
+      model.SetDecodePath(true, true);
+      const absl::StatusOr<double> gpu_ms = DecodeGpuOnlyMs(f, model, pool, context);
+      if (gpu_ms.ok()) {
+        std::printf(
+            "{\"what\": \"decode_gpu_only\", \"path\": \"gemv+graphs%s\", \"context\": %lld, "
+            "\"ms_per_step\": %.3f, \"of_roofline\": %.3f}\n",
+            pdl ? "" : "-nopdl", static_cast<long long>(context), *gpu_ms, roofline_ms / *gpu_ms);
+        std::fflush(stdout);
+      }
+    }
+    DecodeProfile(model, pool, context);
   }
+  ops::gpu::SetProgrammaticLaunch(true);
   model.SetDecodePath(true, true);
+}
+
+// The down projection of a decode step from the gate | up row: GemvSiluMul (SiLU-and-mul as the
+// product reads it) against SiluAndMul then Gemv, 20 of each back to back.
+void DownWithActivation(GpuModel& model, gpu::StreamHandle stream) {
+  const int64_t n = model.config().hidden_size, k = model.config().intermediate_size;
+  const size_t w_bytes = static_cast<size_t>(n * k * 2);
+  void* w = Take(gpu::DeviceAlloc(w_bytes), "alloc");
+  void* gate_up = Take(gpu::DeviceAlloc(static_cast<size_t>(4 * k)), "alloc");
+  void* act = Take(gpu::DeviceAlloc(static_cast<size_t>(2 * k)), "alloc");
+  void* y = Take(gpu::DeviceAlloc(static_cast<size_t>(2 * n)), "alloc");
+  Check(gpu::MemsetAsync(w, 0x3c, w_bytes, stream), "fill");
+  Check(gpu::MemsetAsync(gate_up, 0x3c, static_cast<size_t>(4 * k), stream), "fill");
+  const ops::gpu::DType dt = model.dtype();
+  const double fused = bench::BestSeconds(kProgram, 5, stream, [&] {
+    const ops::gpu::GemmArgs a{.x = gate_up, .w = w, .m = 1, .n = n, .k = k, .y = y};
+    for (int i = 0; i < 20; ++i) Check(ops::gpu::GemvSiluMul(dt, a, stream), "gemv silu");
+  });
+  const double apart = bench::BestSeconds(kProgram, 5, stream, [&] {
+    const ops::gpu::GemmArgs a{.x = act, .w = w, .m = 1, .n = n, .k = k, .y = y};
+    for (int i = 0; i < 20; ++i) {
+      Check(ops::gpu::SiluAndMul(dt, gate_up, 1, k, act, stream), "silu");
+      Check(ops::gpu::Gemv(dt, a, stream), "gemv");
+    }
+  });
+  std::printf(
+      "{\"what\": \"decode_down_with_activation\", \"gemv_silu_mul_us\": %.1f, "
+      "\"silu_and_mul_then_gemv_us\": %.1f}\n",
+      fused / 20 * 1e6, apart / 20 * 1e6);
+  for (void* p : {w, gate_up, act, y}) Check(gpu::DeviceFree(p), "free");
 }
 
 // The decode step's linear layers alone (m = 1, the model's own weights): Gemv and cuBLASLt, each
@@ -264,6 +401,42 @@ void DecodeLinears(GpuModel& model, const Ceilings& c) {
         w_bytes / gemv / 1e9, lt * 1e6, w_bytes / lt / 1e9, c.copy_gbps);
     for (void* p : {w, x, y}) Check(gpu::DeviceFree(p), "free");
   }
+  DownWithActivation(model, stream.handle());
+  std::fflush(stdout);
+}
+
+// Prefill's linear layers alone at m = `rows` tokens (a chunk): cuBLASLt on each shape of a layer,
+// and their sum over the model's layers — what TTFT at that length spends in GEMMs; the rest is
+// attention (kvtier_attention_bench) and the row-wise ops.
+void PrefillLinears(GpuModel& model, int64_t rows, const Ceilings& c) {
+  const engine::ModelConfig& cfg = model.config();
+  const int64_t hidden = cfg.hidden_size, inter = cfg.intermediate_size;
+  const int64_t shapes[4][2] = {{cfg.q_dim() + 2 * cfg.kv_dim(), hidden},
+                                {hidden, cfg.q_dim()},
+                                {2 * inter, hidden},
+                                {hidden, inter}};
+  auto runner = Take(ops::gpu::GemmRunner::Create(), "gemm runner");
+  gpu::Stream stream = Take(gpu::Stream::Create(), "stream");
+  double layer_s = 0, flops = 0;
+  for (const auto& sh : shapes) {
+    const int64_t n = sh[0], k = sh[1];
+    void* w = Take(gpu::DeviceAlloc(static_cast<size_t>(n * k * 2)), "alloc");
+    void* x = Take(gpu::DeviceAlloc(static_cast<size_t>(rows * k * 2)), "alloc");
+    void* y = Take(gpu::DeviceAlloc(static_cast<size_t>(rows * n * 2)), "alloc");
+    Check(gpu::MemsetAsync(w, 0x3c, static_cast<size_t>(n * k * 2), stream.handle()), "fill");
+    Check(gpu::MemsetAsync(x, 0x3c, static_cast<size_t>(rows * k * 2), stream.handle()), "fill");
+    const ops::gpu::GemmArgs args{.x = x, .w = w, .m = rows, .n = n, .k = k, .y = y};
+    layer_s += bench::BestSeconds(kProgram, 5, stream.handle(), [&] {
+      Check(runner->Run(model.dtype(), args, stream.handle()), "gemm");
+    });
+    flops += 2.0 * static_cast<double>(rows * n * k);
+    for (void* p : {w, x, y}) Check(gpu::DeviceFree(p), "free");
+  }
+  std::printf(
+      "{\"what\": \"prefill_linears\", \"rows\": %lld, \"layer_ms\": %.3f, \"model_ms\": %.1f, "
+      "\"tflops\": %.1f, \"gemm_ceiling_tflops\": %.1f}\n",
+      static_cast<long long>(rows), layer_s * 1e3, layer_s * 1e3 * cfg.num_layers,
+      flops / layer_s / 1e12, c.gemm_tflops);
   std::fflush(stdout);
 }
 
@@ -358,6 +531,8 @@ int Main(int argc, char** argv) {
   auto sampler = Take(engine::GpuSampler::Create(cfg.vocab_size), "sampler");
   if (!f.golden.empty()) CompareGolden(f, *model, *pool, *sampler);
   Prefill(f, *model, *pool, *sampler, c, params);
+  if (!f.prefill.empty()) PrefillLinears(*model, model->options().max_chunk_tokens, c);
+  for (int64_t n : f.prefill) PrefillProfile(*model, *pool, n);
   if (!f.decode_contexts.empty()) DecodeLinears(*model, c);
   Decode(f, *model, *pool, *sampler, c);
   return 0;

@@ -32,13 +32,12 @@ class FusedGpu : public ::testing::TestWithParam<DType> {
 INSTANTIATE_TEST_SUITE_P(Formats, FusedGpu, ::testing::Values(DType::kBf16, DType::kFp16),
                          [](const auto& p) { return std::string(ops::gpu::DTypeName(p.param)); });
 
-// A fused qkv row per token: q rotated in place, K rotated into the pool, V copied there; every
-// other element of the pool and of the row (K, V) unchanged.
-TEST_P(FusedGpu, RopeAndWriteKvIsRopeThenWriteKv) {
-  const ops::PagedKvGeometry g{.layers = 4, .block_tokens = 16, .kv_heads = 8, .head_dim = 128};
-  constexpr int64_t kN = 37, kHeads = 32, kSlots = 8, kLayer = 3;
-  const int64_t q_dim = kHeads * g.head_dim, kv_dim = g.token_elems();
-  const int64_t stride = q_dim + 2 * kv_dim;
+// A fused qkv row per token (`pad` elements after each token's V): q rotated in place, K rotated
+// into the pool, V copied there; every other element of the pool and of the row (K, V) unchanged.
+void CheckRopeAndWriteKv(DType dtype, const ops::PagedKvGeometry& g, int64_t heads, int64_t pad) {
+  constexpr int64_t kN = 37, kSlots = 8, kLayer = 3;
+  const int64_t q_dim = heads * g.head_dim, kv_dim = g.token_elems();
+  const int64_t stride = q_dim + 2 * kv_dim + pad;
   engine::RopeConfig rope;
   rope.type = engine::RopeConfig::Type::kLlama3;
   rope.theta = 500000;
@@ -55,10 +54,10 @@ TEST_P(FusedGpu, RopeAndWriteKvIsRopeThenWriteKv) {
   slots.resize(kN);
   std::vector<float> qkv = Uniform(kN * stride, -2, 2, 6);
   std::vector<float> pool = Uniform(kSlots * g.slot_elems(), -1, 1, 7);
-  DeviceBuffer qkv_dev(Round16(dtype(), qkv)), pool_dev(Round16(dtype(), pool));
+  DeviceBuffer qkv_dev(Round16(dtype, qkv)), pool_dev(Round16(dtype, pool));
   DeviceBuffer pos_dev(pos), freq_dev(inv_freq), slots_dev(slots);
   uint16_t* base = qkv_dev.as<uint16_t>();
-  KVTIER_ASSERT_OK(ops::gpu::RopeAndWriteKv(dtype(), base, stride, kHeads, base + q_dim,
+  KVTIER_ASSERT_OK(ops::gpu::RopeAndWriteKv(dtype, base, stride, heads, base + q_dim,
                                             base + q_dim + kv_dim, stride, pos_dev.as<int32_t>(),
                                             freq_dev.as<float>(), slots_dev.as<int64_t>(), kN, g,
                                             kLayer, pool_dev.get(), nullptr));
@@ -68,14 +67,14 @@ TEST_P(FusedGpu, RopeAndWriteKvIsRopeThenWriteKv) {
     std::copy_n(qkv.begin() + i * stride + q_dim, kv_dim, k.begin() + i * kv_dim);
     std::copy_n(qkv.begin() + i * stride + q_dim + kv_dim, kv_dim, v.begin() + i * kv_dim);
   }
-  ops::ref::ApplyRope(q.data(), pos.data(), inv_freq.data(), kN, kHeads, g.head_dim);
+  ops::ref::ApplyRope(q.data(), pos.data(), inv_freq.data(), kN, heads, g.head_dim);
   ops::ref::ApplyRope(k.data(), pos.data(), inv_freq.data(), kN, g.kv_heads, g.head_dim);
-  Round16(dtype(), k);  // the pool holds the rotated K rounded to the format
+  Round16(dtype, k);  // the pool holds the rotated K rounded to the format
   ops::ref::WriteKv(k.data(), v.data(), slots.data(), kN, g, kLayer, pool.data());
-  const Tolerance tol = ElementwiseTolerance(dtype());
+  const Tolerance tol = ElementwiseTolerance(dtype);
   EXPECT_TRUE(
-      Near(Widen(dtype(), pool_dev.Download<uint16_t>(pool.size())), pool, tol.atol, tol.rtol));
-  const std::vector<float> row = Widen(dtype(), qkv_dev.Download<uint16_t>(kN * stride));
+      Near(Widen(dtype, pool_dev.Download<uint16_t>(pool.size())), pool, tol.atol, tol.rtol));
+  const std::vector<float> row = Widen(dtype, qkv_dev.Download<uint16_t>(kN * stride));
   std::vector<float> got_q(q.size());
   for (int64_t i = 0; i < kN; ++i) {
     std::copy_n(row.begin() + i * stride, q_dim, got_q.begin() + i * q_dim);
@@ -84,6 +83,20 @@ TEST_P(FusedGpu, RopeAndWriteKvIsRopeThenWriteKv) {
     }
   }
   EXPECT_TRUE(Near(got_q, q, tol.atol, tol.rtol));
+}
+
+// The Llama-3.1-8B shape: every access 16 bytes wide.
+TEST_P(FusedGpu, RopeAndWriteKvIsRopeThenWriteKv) {
+  CheckRopeAndWriteKv(dtype(), {.layers = 4, .block_tokens = 16, .kv_heads = 8, .head_dim = 128},
+                      32, 0);
+}
+
+// A head size of 40 (pairs not in runs of 8) and an odd token stride: the element-wise path.
+TEST_P(FusedGpu, RopeAndWriteKvUnalignedShapes) {
+  CheckRopeAndWriteKv(dtype(), {.layers = 4, .block_tokens = 16, .kv_heads = 2, .head_dim = 40}, 6,
+                      0);
+  CheckRopeAndWriteKv(dtype(), {.layers = 4, .block_tokens = 16, .kv_heads = 2, .head_dim = 64}, 4,
+                      3);
 }
 
 void CheckGemvSiluMul(DType dtype, int64_t m, int64_t n, int64_t k) {

@@ -10,11 +10,12 @@
 // bytes are in flight. Scores are reduced within the team; softmax is online per team, updated
 // once per step (one rescale for the step's keys). The block then merges its teams and warps; with
 // one split it writes the output, otherwise its normalized partial output and log2-sum-exp, which
-// CombineKernel merges per (sequence, head).
+// CombineKernel merges per (sequence, head). Both are launched as programmatic dependents (pdl.h).
 #include <cstdint>
 
 #include "kernels/device_caps.h"
 #include "kernels/ops/gpu/launch.h"
+#include "kernels/ops/gpu/pdl.h"
 
 namespace kvtier::ops::gpu_launch {
 namespace {
@@ -268,6 +269,8 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, G >= 8 ? kMinBlocks / 2 : k
     DecodeKernel(AttentionArgs a, int64_t chunk, float* partial_out, float* partial_lse) {
   using T = Team<D>;
   __shared__ DecodeSmem<D, G> s;
+  pdl::AllowDependents();
+  pdl::WaitForPrerequisites();
   DecodeRange r;
   r.split = blockIdx.x;
   r.splits = gridDim.x;
@@ -304,6 +307,8 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, G >= 8 ? kMinBlocks / 2 : k
 template <typename Fmt>
 __global__ void CombineKernel(int splits, int64_t head_dim, const float* partial_out,
                               const float* partial_lse, uint16_t* out) {
+  pdl::AllowDependents();
+  pdl::WaitForPrerequisites();
   const int64_t at = blockIdx.x;  // b * q_heads + head
   const float* lse = partial_lse + at * splits;
   float mx = -INFINITY;
@@ -328,14 +333,12 @@ int Launch(const AttentionArgs& a, int splits, int64_t chunk, float* partial_out
   const auto st = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv.kv_heads),
                   static_cast<unsigned>(a.batch));
-  DecodeKernel<Fmt, D, G><<<grid, kWarps * kWarpSize, 0, st>>>(a, chunk, partial_out, partial_lse);
-  if (splits > 1) {
-    const int err = static_cast<int>(cudaGetLastError());
-    if (err != 0) return err;
-    CombineKernel<Fmt><<<static_cast<unsigned>(a.batch * a.q_heads), 128, 0, st>>>(
-        splits, D, partial_out, partial_lse, a.out);
-  }
-  return static_cast<int>(cudaGetLastError());
+  const int err = pdl::Launch(DecodeKernel<Fmt, D, G>, grid, kWarps * kWarpSize, 0, st, a, chunk,
+                              partial_out, partial_lse);
+  if (err != 0 || splits == 1) return err;
+  return pdl::Launch(CombineKernel<Fmt>, static_cast<unsigned>(a.batch * a.q_heads), 128, 0, st,
+                     splits, int64_t{D}, static_cast<const float*>(partial_out),
+                     static_cast<const float*>(partial_lse), a.out);
 }
 
 // The smallest group bound G >= the model's query heads per KV head.

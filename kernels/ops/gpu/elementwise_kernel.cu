@@ -2,6 +2,8 @@
 // fused with the residual add), RoPE, SiLU-and-mul, the KV pool write and argmax. One thread block
 // per row (token); 16-bit elements move 8 at a time (16-byte accesses), arithmetic is float32.
 //
+// RMSNorm is launched as a programmatic dependent (pdl.h): a decode step runs two per layer.
+//
 // Rounding follows transformers' bf16/fp16 modules where they round between steps: the residual
 // sum is rounded before it is normalized, and RMSNorm rounds x / rms before the weight multiplies
 // it (LlamaRMSNorm's `weight * hidden_states.to(input_dtype)`).
@@ -10,6 +12,7 @@
 
 #include "kernels/device_caps.h"
 #include "kernels/ops/gpu/launch.h"
+#include "kernels/ops/gpu/pdl.h"
 
 namespace kvtier::ops::gpu_launch {
 namespace {
@@ -38,6 +41,8 @@ template <typename Fmt>
 __global__ void RmsNormKernel(const uint16_t* x, uint16_t* residual, const uint16_t* weight,
                               int64_t dim, float eps, uint16_t* out) {
   __shared__ float scratch[1024 / dev::kWarpSize];
+  pdl::AllowDependents();
+  pdl::WaitForPrerequisites();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
   // Pass 1: the (rounded) sum into residual when fusing; the sum of squares of what is normalized.
   float squares = 0;
@@ -180,14 +185,10 @@ int Embedding(bool bf16, const int32_t* ids, int64_t n, const uint16_t* table, i
 int RmsNorm(bool bf16, const uint16_t* x, uint16_t* residual, const uint16_t* weight, int64_t rows,
             int64_t dim, float eps, uint16_t* out, void* stream) {
   const unsigned threads = RowThreads(dim, kVec);
-  if (bf16) {
-    RmsNormKernel<Bf16>
-        <<<Grid(rows), threads, 0, AsStream(stream)>>>(x, residual, weight, dim, eps, out);
-  } else {
-    RmsNormKernel<Fp16>
-        <<<Grid(rows), threads, 0, AsStream(stream)>>>(x, residual, weight, dim, eps, out);
-  }
-  return static_cast<int>(cudaGetLastError());
+  return bf16 ? pdl::Launch(RmsNormKernel<Bf16>, Grid(rows), threads, 0, AsStream(stream), x,
+                            residual, weight, dim, eps, out)
+              : pdl::Launch(RmsNormKernel<Fp16>, Grid(rows), threads, 0, AsStream(stream), x,
+                            residual, weight, dim, eps, out);
 }
 
 int Rope(bool bf16, uint16_t* x, int64_t token_stride, const int32_t* positions,

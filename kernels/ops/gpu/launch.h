@@ -99,4 +99,8 @@ int Sample(const float* logits, int64_t vocab, float temperature, int32_t top_k,
 int Gemv(bool bf16, const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t m,
          int64_t n, int64_t k, void* y, bool y_float, bool silu_mul, void* stream);
 
+// Whether pdl::Launch (pdl.h) asks for programmatic dependent launch (SetProgrammaticLaunch in
+// ops_gpu.h; on unless switched off).
+bool ProgrammaticLaunchOn();
+
 }  // namespace kvtier::ops::gpu_launch

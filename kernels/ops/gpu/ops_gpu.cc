@@ -2,9 +2,18 @@
 // and turns the vendor's code into a Status.
 #include "kernels/ops/gpu/ops_gpu.h"
 
+#include <atomic>
+
 #include "kernels/launch_status.h"
 #include "kernels/ops/gpu/launch.h"
 #include "kernels/ops/gpu/ops_check.h"
+
+namespace kvtier::ops::gpu_launch {
+namespace {
+std::atomic<bool> programmatic_launch{true};
+}  // namespace
+bool ProgrammaticLaunchOn() { return programmatic_launch.load(std::memory_order_relaxed); }
+}  // namespace kvtier::ops::gpu_launch
 
 namespace kvtier::ops::gpu {
 namespace {
@@ -23,6 +32,10 @@ absl::Status Launched(int code, const char* op) {
 }  // namespace
 
 const char* DTypeName(DType dtype) { return dtype == DType::kBf16 ? "bf16" : "fp16"; }
+
+void SetProgrammaticLaunch(bool on) {
+  gpu_launch::programmatic_launch.store(on, std::memory_order_relaxed);
+}
 
 absl::Status Embedding(DType dtype, const int32_t* ids, int64_t n, const void* table,
                        int64_t hidden, void* out, StreamHandle stream) {
