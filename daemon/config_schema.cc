@@ -70,6 +70,10 @@ std::vector<ConfigKey> DaemonKeys() {
            "Most arena bytes one client may ask for, in [2MiB, 1GiB]; a Hello asking more is "
            "refused",
            KVTIER_FIELD(daemon.max_arena_bytes)),
+      Uint("daemon.max_working_slots",
+           "Most working slots (unkeyed T0 and T1 slots a client fills, then publishes or frees) "
+           "one client may hold at once; beyond it work_take answers OverQuota; 0: none",
+           KVTIER_FIELD(daemon.max_working_slots)),
       Bool("metrics.enabled", "Serve Prometheus metrics", KVTIER_FIELD(metrics.enabled)),
       Text("metrics.listen_address",
            "host:port of the metrics endpoint; not authenticated, so loopback by default",

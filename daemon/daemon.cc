@@ -129,6 +129,7 @@ absl::Status Build(Daemon::Parts& p) {
   ServiceOptions service_options;
   service_options.verify_puts = p.config.daemon.verify_puts;
   service_options.verify_threads = p.config.daemon.verify_threads;
+  service_options.max_working_slots = p.config.daemon.max_working_slots;
   p.service = std::make_unique<Service>(*p.tiers, *p.scope, p.recorder.get(), p.metrics.get(),
                                         service_options);
   KVTIER_ASSIGN_OR_RETURN(p.server, Server::Start(ServerOptionsOf(p.config), *p.service));

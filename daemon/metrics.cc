@@ -48,7 +48,7 @@ constexpr std::array<TierMoveSeries, kNumTierMoves> kTierMoveSeries = {{
     {MoveKind::kDemotion, Tier::kT0, Tier::kT1, "demote", "t0_to_t1"},
 }};
 constexpr std::array<const char*, kNumCopyDirections> kCopyDirectionNames = {
-    "client_to_t1", "t1_to_client", "t0_to_client"};
+    "client_to_t1", "t1_to_client", "t0_to_client", "client_to_t0"};
 
 Family<Counter>& CounterFamily(prometheus::Registry& r, const char* name, const char* help) {
   return prometheus::BuildCounter().Name(name).Help(help).Register(r);

@@ -83,8 +83,9 @@ enum class CopyDirection : uint8_t {
   kClientToT1 = 0,  // a client filled a T1 slot it then committed (put)
   kT1ToClient = 1,  // a client was leased a T1 block to copy out (get)
   kT0ToClient = 2,  // a client was leased a T0 block to copy out on its GPU (get from T0)
+  kClientToT0 = 3,  // a client filled a T0 slot it then committed or published (put, work_publish)
 };
-inline constexpr int kNumCopyDirections = 3;
+inline constexpr int kNumCopyDirections = 4;
 
 // The latency buckets of kvtier_transfer_seconds: 10 µs to 10 s, about 3 per decade — a T1 hit is
 // tens of µs, an NVMe promotion of a 2 MiB block ~1 ms, a long get under load up to seconds.

@@ -49,6 +49,10 @@ absl::StatusOr<std::optional<Completion>> RequestDispatcher::Dispatch(const Requ
       return KeysOp(request);
     case Op::kStats:
       return Stats(request);
+    case Op::kWorkTake:
+    case Op::kWorkPublish:
+    case Op::kWorkFree:
+      return WorkOp(request);
   }
   return absl::InvalidArgumentError(
       fmt::format("request {}: unknown op {}", request.request_id, static_cast<int>(request.op)));
@@ -83,9 +87,10 @@ absl::Status RequestDispatcher::Get(const Request& request, AsyncDone async_done
 }
 
 absl::StatusOr<Completion> RequestDispatcher::PutBegin(const Request& request) {
+  KVTIER_ASSIGN_OR_RETURN(const Tier tier, WritableTier(request));
   std::vector<protocol::PutBeginItem> items;
   KVTIER_RETURN_IF_ERROR(protocol::ReadPutBegin(arena_, request, service_.slot_bytes(), &items));
-  std::vector<SlotResult> begun = service_.PutBegin(*session_, items);
+  std::vector<SlotResult> begun = service_.PutBegin(*session_, items, tier);
   results_.resize(begun.size());
   for (size_t i = 0; i < begun.size(); ++i) results_[i] = ResultOf(begun[i]);
   return protocol::WriteBlockResults(arena_, request, results_);
@@ -108,6 +113,36 @@ absl::StatusOr<Completion> RequestDispatcher::KeysOp(const Request& request) {
   if (request.op == Op::kDrop) out = service_.Drop(*session_, keys_);
   results_.resize(out.size());
   for (size_t i = 0; i < out.size(); ++i) results_[i] = ResultOf(out[i]);
+  return protocol::WriteBlockResults(arena_, request, results_);
+}
+
+absl::StatusOr<Tier> RequestDispatcher::WritableTier(const Request& request) const {
+  if (request.tier == static_cast<uint8_t>(Tier::kT1)) return Tier::kT1;
+  if (request.tier == static_cast<uint8_t>(Tier::kT0) && service_.has_t0()) return Tier::kT0;
+  return absl::InvalidArgumentError(fmt::format(
+      "request {} ({}): tier {} cannot be written; this daemon takes puts and working slots in {}",
+      request.request_id, protocol::OpName(static_cast<uint8_t>(request.op)), request.tier,
+      service_.has_t0() ? "T0 (0) and T1 (1)" : "T1 (1) (it runs without T0)"));
+}
+
+absl::StatusOr<Completion> RequestDispatcher::WorkOp(const Request& request) {
+  KVTIER_ASSIGN_OR_RETURN(const Tier tier, WritableTier(request));
+  if (request.op == Op::kWorkTake) {
+    std::vector<SlotResult> taken = service_.WorkTake(*session_, tier, request.count);
+    results_.resize(taken.size());
+    for (size_t i = 0; i < taken.size(); ++i) results_[i] = ResultOf(taken[i]);
+  } else if (request.op == Op::kWorkPublish) {
+    KVTIER_RETURN_IF_ERROR(
+        protocol::ReadWorkPublish(arena_, request, service_.slot_bytes(), &publish_));
+    std::vector<SlotResult> published = service_.WorkPublish(*session_, tier, publish_);
+    results_.resize(published.size());
+    for (size_t i = 0; i < published.size(); ++i) results_[i] = ResultOf(published[i]);
+  } else {
+    KVTIER_RETURN_IF_ERROR(protocol::ReadWorkSlots(arena_, request, &slots_));
+    std::vector<BlockCode> freed = service_.WorkFree(*session_, tier, slots_);
+    results_.resize(freed.size());
+    for (size_t i = 0; i < freed.size(); ++i) results_[i] = ResultOf(freed[i]);
+  }
   return protocol::WriteBlockResults(arena_, request, results_);
 }
 

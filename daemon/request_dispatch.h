@@ -37,6 +37,11 @@ class RequestDispatcher {
   absl::StatusOr<protocol::Completion> PutBegin(const protocol::Request& request);
   absl::StatusOr<protocol::Completion> PutCommit(const protocol::Request& request);
   absl::StatusOr<protocol::Completion> KeysOp(const protocol::Request& request);
+  // Working slots (protocol v3): work_take, work_publish, work_free.
+  absl::StatusOr<protocol::Completion> WorkOp(const protocol::Request& request);
+  // The tier a put_begin or work op names: T1, or T0 when the daemon runs one; else an error
+  // naming the request.
+  absl::StatusOr<Tier> WritableTier(const protocol::Request& request) const;
   protocol::Completion Stats(const protocol::Request& request);
 
   Service& service_;
@@ -46,6 +51,8 @@ class RequestDispatcher {
   std::vector<BlockKey> keys_;
   std::vector<TierMask> tiers_;
   std::vector<protocol::BlockResult> results_;
+  std::vector<protocol::WorkPublishItem> publish_;
+  std::vector<uint32_t> slots_;
 };
 
 }  // namespace kvtier

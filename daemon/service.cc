@@ -100,17 +100,23 @@ void Service::Close(Session& session) {
 void Service::ReleaseAll(Session& session) {
   absl::flat_hash_map<BlockKey, uint32_t> leases;
   absl::flat_hash_map<BlockKey, Session::OpenPut> puts;
+  std::array<absl::flat_hash_set<SlotId>, 2> working;
   {
     absl::MutexLock lock(&session.mu_);
     leases.swap(session.leases_);
     puts.swap(session.pending_puts_);
+    working.swap(session.working_);
+  }
+  for (size_t t = 0; t < working.size(); ++t) {
+    for (SlotId slot : working[t]) (void)tiers_.AbortPut(slot, TierAt(static_cast<int>(t)));
+    working_slots_.fetch_sub(working[t].size(), std::memory_order_relaxed);
   }
   for (const auto& [key, count] : leases) {
     for (uint32_t i = 0; i < count; ++i) (void)tiers_.Release(key);
     leases_.fetch_sub(count, std::memory_order_relaxed);
     if (metrics_ != nullptr) metrics_->AddLeases(-static_cast<int64_t>(count));
   }
-  for (const auto& [key, put] : puts) tiers_.AbortPut(put.slot);
+  for (const auto& [key, put] : puts) (void)tiers_.AbortPut(put.slot, put.tier);
 }
 
 uint32_t Service::slot_bytes() const { return tiers_.t1().slot_bytes(); }
@@ -217,10 +223,11 @@ std::vector<BlockCode> Service::Release(Session& session, absl::Span<const Block
 }
 
 std::vector<SlotResult> Service::PutBegin(Session& session,
-                                          absl::Span<const protocol::PutBeginItem> items) {
+                                          absl::Span<const protocol::PutBeginItem> items,
+                                          Tier tier) {
   std::vector<SlotResult> out(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
-    out[i] = BeginOne(session, items, i, absl::MakeConstSpan(out).first(i));
+    out[i] = BeginOne(session, items, i, absl::MakeConstSpan(out).first(i), tier);
     if (out[i].code == BlockCode::kOk) puts_begun_.fetch_add(1, std::memory_order_relaxed);
     if (out[i].code == BlockCode::kRetryLater) {
       puts_retry_.fetch_add(1, std::memory_order_relaxed);
@@ -235,7 +242,7 @@ bool Service::AlreadyPresent(const BlockKey& key) const {
 }
 
 SlotResult Service::BeginOne(Session& session, absl::Span<const protocol::PutBeginItem> items,
-                             size_t i, absl::Span<const SlotResult> begun) {
+                             size_t i, absl::Span<const SlotResult> begun, Tier tier) {
   const protocol::PutBeginItem& item = items[i];
   if (item.payload_bytes == 0 || item.payload_bytes > slot_bytes()) {
     return SlotResult{BlockCode::kFailed};
@@ -248,7 +255,7 @@ SlotResult Service::BeginOne(Session& session, absl::Span<const protocol::PutBeg
   SlotResult opened;
   {
     absl::MutexLock lock(&session.mu_);
-    opened = OpenPutLocked(session, key, item);
+    opened = OpenPutLocked(session, key, item, tier);
   }
   // A key repeated in one request is stored once: the occurrence that got the slot writes it, the
   // later ones are skipped as present (docs/protocol.md "Repeated keys"). Looked for only when the
@@ -261,16 +268,16 @@ SlotResult Service::BeginOne(Session& session, absl::Span<const protocol::PutBeg
 }
 
 SlotResult Service::OpenPutLocked(Session& session, const BlockKey& key,
-                                  const protocol::PutBeginItem& item) {
+                                  const protocol::PutBeginItem& item, Tier tier) {
   if (session.closed_ || session.pending_puts_.contains(key)) {
     return SlotResult{BlockCode::kMissing};
   }
-  absl::StatusOr<SlotId> slot = tiers_.AllocateForPut();
+  absl::StatusOr<SlotId> slot = tiers_.AllocateForPut(tier);
   if (!slot.ok()) return SlotResult{CodeOf(slot.status())};
   std::optional<BlockKey> parent;
   if (item.parent) parent = scope_.Scope(session.root_, *item.parent);
   session.pending_puts_[key] =
-      Session::OpenPut{*slot, item.payload_bytes, parent, std::chrono::steady_clock::now()};
+      Session::OpenPut{tier, *slot, item.payload_bytes, parent, std::chrono::steady_clock::now()};
   return SlotResult{BlockCode::kOk, *slot, item.payload_bytes};
 }
 
@@ -316,7 +323,8 @@ void Service::VerifyPayloads(absl::Span<const protocol::PutCommitItem> items,
   auto verify = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       Committing& c = puts[i];
-      if (!c.open || items[i].checksum == 0) continue;
+      // A T0 slot is not host memory: its payload is checked when first written to T2.
+      if (!c.open || items[i].checksum == 0 || c.put.tier != Tier::kT1) continue;
       c.bad_sum = PayloadChecksum(tiers_.t1().SlotData(c.put.slot), c.put.payload_bytes) !=
                   items[i].checksum;
     }
@@ -343,21 +351,24 @@ void Service::VerifyPayloads(absl::Span<const protocol::PutCommitItem> items,
 BlockCode Service::Publish(Session& session, const protocol::PutCommitItem& item, Committing& c) {
   if (!c.open) return BlockCode::kMissing;
   if (c.bad_sum) {
-    tiers_.AbortPut(c.put.slot);
+    (void)tiers_.AbortPut(c.put.slot, c.put.tier);
     return BlockCode::kBadChecksum;
   }
   const Session::OpenPut& put = c.put;
-  const kvtier::PutCommit commit{c.key, session.namespace_id(), put.payload_bytes, item.checksum,
-                                 put.parent ? &*put.parent : nullptr};
+  kvtier::PutCommit commit{c.key, session.namespace_id(), put.payload_bytes, item.checksum,
+                           put.parent ? &*put.parent : nullptr};
+  commit.tier = put.tier;
   absl::StatusOr<CommitOutcome> outcome = tiers_.CommitPut(commit, put.slot);
   if (!outcome.ok()) {
-    tiers_.AbortPut(put.slot);
+    (void)tiers_.AbortPut(put.slot, put.tier);
     return BlockCode::kFailed;
   }
   if (metrics_ != nullptr) {
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - put.begun;
     metrics_->ObserveTransfer(TransferOp::kPut, took.count());
-    metrics_->AddCopiedBytes(CopyDirection::kClientToT1, put.payload_bytes);
+    metrics_->AddCopiedBytes(
+        put.tier == Tier::kT0 ? CopyDirection::kClientToT0 : CopyDirection::kClientToT1,
+        put.payload_bytes);
   }
   return *outcome == CommitOutcome::kStored ? BlockCode::kOk : BlockCode::kAlreadyPresent;
 }
@@ -366,15 +377,15 @@ std::vector<BlockCode> Service::PutAbort(Session& session, absl::Span<const Bloc
   std::vector<BlockCode> out(keys.size(), BlockCode::kMissing);
   for (size_t i = 0; i < keys.size(); ++i) {
     const BlockKey key = scope_.Scope(session.root_, keys[i]);
-    SlotId slot;
+    Session::OpenPut put;
     {
       absl::MutexLock lock(&session.mu_);
       auto it = session.pending_puts_.find(key);
       if (it == session.pending_puts_.end()) continue;
-      slot = it->second.slot;
+      put = it->second;
       session.pending_puts_.erase(it);
     }
-    tiers_.AbortPut(slot);
+    (void)tiers_.AbortPut(put.slot, put.tier);
     puts_aborted_.fetch_add(1, std::memory_order_relaxed);
     out[i] = BlockCode::kOk;
   }
@@ -409,6 +420,11 @@ ServiceStats Service::Stats() const {
   s.t1_slots_total = t1.capacity_slots;
   s.t1_slots_free = t1.capacity_slots - t1.used_slots;
   s.leases_held = leases_held();
+  s.working_slots = working_slots_.load();
+  s.work_taken = work_taken_.load();
+  s.work_published = work_published_.load();
+  s.work_freed = work_freed_.load();
+  s.work_over_quota = work_over_quota_.load();
   return s;
 }
 

@@ -10,6 +10,7 @@
 // thread; it must not block.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -21,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "client/protocol/record_codec.h"
@@ -40,11 +42,13 @@ class LookupRecorder;
 // which codes it answers.
 
 // A block's outcome with the slot it got: a get's (a slot of the tier read, leased to the
-// session) or a put_begin's (a T1 slot to fill). slot and payload_bytes only with kOk.
+// session), a put_begin's (a slot to fill) or a work_take's (a working slot). slot and
+// payload_bytes only with kOk.
 struct SlotResult {
   protocol::BlockCode code = protocol::BlockCode::kFailed;
   SlotId slot = kNoSlot;
-  uint32_t payload_bytes = 0;  // get: the payload's bytes; put_begin: as asked
+  uint32_t payload_bytes = 0;  // get, work_publish: the payload's bytes; put_begin: as asked;
+                               // work_take: the slot's bytes
 };
 using GetBatchDone = std::function<void(std::vector<SlotResult>)>;
 
@@ -56,7 +60,9 @@ struct ServiceStats {
   uint64_t puts_begun = 0, puts_committed = 0, puts_aborted = 0, puts_retry = 0;
   uint64_t releases = 0, drops = 0, requests_invalid = 0;
   uint64_t t1_slots_total = 0, t1_slots_free = 0;
-  uint64_t leases_held = 0;  // now
+  uint64_t leases_held = 0;    // now
+  uint64_t working_slots = 0;  // now, over every session
+  uint64_t work_taken = 0, work_published = 0, work_freed = 0, work_over_quota = 0;
 };
 
 // T1 as clients map it (the Welcome's T1 fields and its first fd).
@@ -90,6 +96,7 @@ class Session {
   uint64_t namespace_id() const { return root_.lo; }
   size_t leases_held() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t puts_pending() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t working_slots() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   friend class Service;
@@ -101,6 +108,7 @@ class Session {
   const BlockKey root_;
   const uint64_t id_;
   struct OpenPut {
+    Tier tier = Tier::kT1;
     SlotId slot = kNoSlot;
     uint32_t payload_bytes = 0;
     std::optional<BlockKey> parent;  // daemon key
@@ -112,6 +120,8 @@ class Session {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<BlockKey, uint32_t> leases_ ABSL_GUARDED_BY(mu_);  // daemon key -> leases
   absl::flat_hash_map<BlockKey, OpenPut> pending_puts_ ABSL_GUARDED_BY(mu_);  // daemon key -> put
+  // Unkeyed working slots (protocol v3), [0] T0 and [1] T1.
+  std::array<absl::flat_hash_set<SlotId>, 2> working_ ABSL_GUARDED_BY(mu_);
 };
 
 // A put_commit carrying at least this many payload bytes is verified on the pool.
@@ -126,6 +136,9 @@ struct ServiceOptions {
   // Threads that hash the payloads of one large put_commit in parallel (a commit of at least
   // kParallelVerifyBytes); 0: every commit is hashed on its connection's own thread.
   uint32_t verify_threads = 4;
+  // Most working slots (T0 and T1 together) one session may hold; 0: none (work_take answers
+  // kOverQuota). The daemon.max_working_slots default.
+  uint32_t max_working_slots = 1024;
 };
 
 class Service {
@@ -168,14 +181,16 @@ class Service {
   // Gives back one lease per key: kOk, or kMissing for a key this session holds no lease on.
   std::vector<protocol::BlockCode> Release(Session& session, absl::Span<const BlockKey> keys);
 
-  // Phase one of a store, per item: kOk (a T1 slot to fill, leased to the session), or
+  // Phase one of a store into `tier` (T1, or T0 when has_t0()), per item: kOk (a slot of `tier` to
+  // fill, leased to the session), or
   // kAlreadyPresent (cached: skip it; also a key repeated in `items` after the occurrence given a
   // slot, so a block is written once), kRetryLater (T1 full; nothing was reserved for that key),
   // kMissing (this session has a put of that key open from an earlier request), or kFailed (a
   // payload size of 0 or above slot_bytes(); the wire's decoder refuses such a request first).
-  std::vector<SlotResult> PutBegin(Session& session,
-                                   absl::Span<const protocol::PutBeginItem> items);
-  // Phase two: verifies each slot against its checksum (when given) and publishes it. Per item:
+  std::vector<SlotResult> PutBegin(Session& session, absl::Span<const protocol::PutBeginItem> items,
+                                   Tier tier = Tier::kT1);
+  // Phase two: verifies each slot against its checksum (when given and verify_puts; T1 slots only:
+  // a T0 payload is checked when it is first written to T2) and publishes it. Per item:
   // kOk, kAlreadyPresent (slot freed; also a key repeated in `items` after an occurrence that was
   // published or present), kBadChecksum (discarded, slot freed), kMissing (no open put of that
   // key) or kFailed (the tier manager refused it; slot freed). A block is visible to lookups only
@@ -185,6 +200,24 @@ class Service {
   // Gives back slots of open puts that will not be committed: kOk, or kMissing for a key with no
   // open put.
   std::vector<protocol::BlockCode> PutAbort(Session& session, absl::Span<const BlockKey> keys);
+
+  // --- Working slots (protocol v3; DESIGN.md "Data flow", Store) ---
+  // `count` unkeyed slots of `tier` (T1, or T0 when has_t0()) for the session to fill before it
+  // knows their keys, per slot: kOk (the slot, leased to the session until published or freed;
+  // payload_bytes = the slot's size), kOverQuota (the session holds max_working_slots) or
+  // kRetryLater (the tier is full now).
+  std::vector<SlotResult> WorkTake(Session& session, Tier tier, uint32_t count);
+  // Makes working slots of `tier` cached blocks, per item: kOk (published under its key and
+  // parent and leased to the session: Release it when done reading; no longer a working slot),
+  // kAlreadyPresent (the key is in `tier` already, or on its way there: the slot stays a working
+  // slot), kBadChecksum (verify_puts, T1: the slot differs from the checksum; it stays a working
+  // slot), kMissing (not a working slot of this session; also a slot repeated after an earlier
+  // occurrence), kRetryLater (the index is full) or kFailed (payload size out of range).
+  std::vector<SlotResult> WorkPublish(Session& session, Tier tier,
+                                      absl::Span<const protocol::WorkPublishItem> items);
+  // Gives working slots back unpublished: kOk, or kMissing (not a working slot of the session).
+  std::vector<protocol::BlockCode> WorkFree(Session& session, Tier tier,
+                                            absl::Span<const uint32_t> slots);
 
   // Removes blocks from every tier: kOk, kMissing (not cached), or kLeased.
   std::vector<protocol::BlockCode> Drop(Session& session, absl::Span<const BlockKey> keys);
@@ -207,11 +240,17 @@ class Service {
   bool AlreadyPresent(const BlockKey& key) const;
   // put_begin of items[i] (`begun` holds the outcomes of the items before it).
   SlotResult BeginOne(Session& session, absl::Span<const protocol::PutBeginItem> items, size_t i,
-                      absl::Span<const SlotResult> begun) ABSL_LOCKS_EXCLUDED(session.mu_);
+                      absl::Span<const SlotResult> begun, Tier tier)
+      ABSL_LOCKS_EXCLUDED(session.mu_);
   // Opens the put of `key` in the session: its slot, or the code why not.
   SlotResult OpenPutLocked(Session& session, const BlockKey& key,
-                           const protocol::PutBeginItem& item)
+                           const protocol::PutBeginItem& item, Tier tier)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu_);
+  // Records one lease of `key` for the session; false when it closed (the caller releases).
+  bool HoldLease(Session& session, const BlockKey& key) ABSL_LOCKS_EXCLUDED(session.mu_);
+  // One work_publish item: takes the slot out of the session, publishes, gives it back on refusal.
+  SlotResult PublishOne(Session& session, Tier tier, const protocol::WorkPublishItem& item)
+      ABSL_LOCKS_EXCLUDED(session.mu_);
   // put_commit in three steps: take each item's open put from the session; hash the payloads
   // (on verify_pool_ when the commit is large); publish or refuse each.
   struct Committing {
@@ -239,6 +278,8 @@ class Service {
   std::atomic<uint64_t> gets_{0}, get_blocks_{0};
   std::atomic<uint64_t> puts_begun_{0}, puts_committed_{0}, puts_aborted_{0}, puts_retry_{0};
   std::atomic<uint64_t> releases_{0}, drops_{0}, requests_invalid_{0};
+  std::atomic<uint64_t> working_slots_{0};
+  std::atomic<uint64_t> work_taken_{0}, work_published_{0}, work_freed_{0}, work_over_quota_{0};
 };
 
 }  // namespace kvtier

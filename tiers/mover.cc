@@ -169,21 +169,44 @@ absl::StatusOr<SlotId> Mover::AllocateIn(int r) {
       "{} is full: every block is leased or on its way down; retry shortly", TierName(TierOf(r))));
 }
 
-absl::StatusOr<SlotId> Mover::AllocateForPut() {
-  absl::StatusOr<SlotId> slot = AllocateIn(birth());
+absl::StatusOr<int> Mover::PutRung(Tier tier, std::string_view op) const {
+  const int r = TierIndex(tier);
+  if (r < 0 || r >= kNumTiers || !RungOf(r).client_readable) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: blocks are written into T1 or T0, not {}", op, TierName(tier)));
+  }
+  if (Storage(r) == nullptr) {
+    return absl::FailedPreconditionError(
+        fmt::format("{}: this daemon runs without a {} tier", op, TierName(tier)));
+  }
+  return r;
+}
+
+absl::StatusOr<SlotId> Mover::AllocateForPut(Tier tier) {
+  KVTIER_ASSIGN_OR_RETURN(const int r, PutRung(tier, "put_begin"));
+  absl::StatusOr<SlotId> slot = AllocateIn(r);
   if (!slot.ok() && slot.status().code() == absl::StatusCode::kResourceExhausted) {
     puts_refused_full_.fetch_add(1, std::memory_order_relaxed);
   }
   return slot;
 }
 
-void Mover::AbortPut(SlotId slot) { Storage(birth())->Free(slot); }
+absl::Status Mover::AbortPut(Tier tier, SlotId slot) {
+  KVTIER_ASSIGN_OR_RETURN(const int r, PutRung(tier, "put_abort"));
+  if (slot >= Storage(r)->capacity_slots()) {
+    return absl::InvalidArgumentError(
+        fmt::format("put_abort: {} slot {} is out of range", TierName(tier), slot));
+  }
+  Storage(r)->Free(slot);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<CommitOutcome> Mover::Commit(const PutCommit& put, SlotId slot) {
-  StorageTier& tier = *Storage(birth());
+  KVTIER_ASSIGN_OR_RETURN(const int r, PutRung(put.tier, "put_commit"));
+  StorageTier& tier = *Storage(r);
   if (slot >= tier.capacity_slots()) {
     return absl::InvalidArgumentError(
-        fmt::format("put_commit: {} slot {} is out of range", TierName(birth_), slot));
+        fmt::format("put_commit: {} slot {} is out of range", TierName(put.tier), slot));
   }
   if (put.payload_bytes > tier.slot_bytes()) {
     return absl::InvalidArgumentError(
@@ -191,36 +214,65 @@ absl::StatusOr<CommitOutcome> Mover::Commit(const PutCommit& put, SlotId slot) {
                     tier.slot_bytes()));
   }
   bool free_slot = false;
+  absl::StatusOr<CommitOutcome> outcome;
   {
     absl::MutexLock lock(&mu_);
-    BlockId parent = kNoBlock;
-    if (put.parent != nullptr) {
-      if (std::optional<BlockInfo> p = index_.Find(*put.parent)) parent = p->id;
-    }
-    KVTIER_ASSIGN_OR_RETURN(
-        BlockIndex::InsertResult r,
-        index_.Insert(put.key, NewBlock{birth_, slot, put.payload_bytes, parent}));
-    // Present already: look only then (a second probe on every new put's hot path otherwise).
-    std::optional<BlockInfo> info = r.inserted ? std::nullopt : index_.Find(put.key);
-    if (!r.inserted && info && info->tiers != 0) {
-      free_slot = true;
-    } else {
-      // New, or a block left in no tier (its last copy failed) waiting for its leases to end.
-      if (!r.inserted) KVTIER_RETURN_IF_ERROR(index_.SetTier(put.key, birth_, slot));
-      EnsureId(r.id);
-      checksum_[r.id] = put.checksum;
-      namespace_[r.id] = put.namespace_id;
-      ladder_->Enter(birth(), r.id, put.key.lo, parent);
-      ++ladder_->counters(birth()).born;
-    }
+    outcome = CommitLocked(put, r, slot, &free_slot);
   }
-  if (free_slot) {
-    tier.Free(slot);
+  if (free_slot) tier.Free(slot);
+  if (!outcome.ok()) return outcome;
+  if (*outcome == CommitOutcome::kAlreadyPresent) {
     puts_already_present_.fetch_add(1, std::memory_order_relaxed);
-    return CommitOutcome::kAlreadyPresent;
+    return outcome;
   }
   puts_committed_.fetch_add(1, std::memory_order_relaxed);
-  KickIfAboveHigh(birth());
+  KickIfAboveHigh(r);
+  return outcome;
+}
+
+absl::StatusOr<CommitOutcome> Mover::CommitLocked(const PutCommit& put, int r, SlotId slot,
+                                                  bool* free_slot) {
+  BlockId parent = kNoBlock;
+  if (put.parent != nullptr) {
+    if (std::optional<BlockInfo> p = index_.Find(*put.parent)) parent = p->id;
+  }
+  KVTIER_ASSIGN_OR_RETURN(
+      BlockIndex::InsertResult ins,
+      index_.Insert(put.key, NewBlock{put.tier, slot, put.payload_bytes, parent}));
+  if (!ins.inserted) {
+    // Present already: look only then (a second probe on every new put's hot path otherwise).
+    std::optional<BlockInfo> info = index_.Find(put.key);
+    if (!info) return absl::InternalError("put_commit: the block left the index under the lock");
+    if (put.working) {
+      // The writer keeps its slot when the key is in this tier or on its way into it; otherwise
+      // the slot becomes the block's copy in this tier (it may be cached only below, or in no
+      // tier while leases end).
+      if (info->InTier(put.tier) || moves_.Find(put.key, r) != nullptr) {
+        return CommitOutcome::kAlreadyPresent;
+      }
+    } else if (info->tiers != 0) {
+      *free_slot = true;
+      return CommitOutcome::kAlreadyPresent;
+    }
+  }
+  // A working slot's writer goes on reading it: leased before the evictor can see the copy.
+  if (put.working) {
+    if (absl::Status leased = index_.AcquireLease(put.key).status(); !leased.ok()) {
+      if (ins.inserted) (void)index_.Erase(put.key);
+      return leased;  // the slot stays the writer's
+    }
+  }
+  if (!ins.inserted) {
+    if (absl::Status set = index_.SetTier(put.key, put.tier, slot); !set.ok()) {
+      if (put.working) (void)index_.ReleaseLease(put.key);
+      return set;
+    }
+  }
+  EnsureId(ins.id);
+  if (checksum_[ins.id] == 0 || ins.inserted) checksum_[ins.id] = put.checksum;
+  namespace_[ins.id] = put.namespace_id;
+  ladder_->Enter(r, ins.id, put.key.lo, parent);
+  ++ladder_->counters(r).born;
   return CommitOutcome::kStored;
 }
 

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -48,9 +49,15 @@ namespace kvtier {
 struct PutCommit {
   BlockKey key;
   uint64_t namespace_id = 0;
-  uint32_t payload_bytes = 0;        // <= t1 slot_bytes
+  uint32_t payload_bytes = 0;        // <= the tier's slot_bytes
   uint64_t checksum = 0;             // XXH3-64 of the payload as the writer wrote it; 0 = not given
   const BlockKey* parent = nullptr;  // the previous block of the sequence; null for the first
+  Tier tier = Tier::kT1;             // the slot's tier: one clients write (T1, or T0)
+  // A working slot published (protocol v3 work_publish): the writer goes on reading the slot, so
+  // the stored block comes back leased to it, and a key already in `tier` leaves the slot the
+  // writer's (kAlreadyPresent) instead of freeing it. A key cached only in other tiers gains this
+  // copy. Without it (put_commit) a key cached anywhere frees the slot.
+  bool working = false;
 };
 enum class CommitOutcome { kStored, kAlreadyPresent };
 
@@ -82,7 +89,8 @@ struct MoverRung {
 
 class Mover {
  public:
-  // `rungs[t]` is Tier t; `birth` is the tier puts allocate in.
+  // `rungs[t]` is Tier t; `birth` is the host rung puts go to by default (T1), the one Flush
+  // empties. Puts may name any client_readable rung.
   Mover(const TierManagerOptions& options, BlockIndex& index, std::vector<MoverRung> rungs,
         Tier birth);
   ~Mover();
@@ -94,8 +102,8 @@ class Mover {
   void AttachPersistent(Tier tier, MoverRung rung);
 
   // TierManager's operations; contracts in tier_manager.h.
-  absl::StatusOr<SlotId> AllocateForPut();
-  void AbortPut(SlotId slot);
+  absl::StatusOr<SlotId> AllocateForPut(Tier tier);
+  absl::Status AbortPut(Tier tier, SlotId slot);
   absl::StatusOr<CommitOutcome> Commit(const PutCommit& put, SlotId slot);
   void CountPutAlreadyPresent() { puts_already_present_.fetch_add(1, std::memory_order_relaxed); }
   void Get(const BlockKey& key, Tier target, GetDone done);
@@ -141,6 +149,12 @@ class Mover {
   // clean victim, or any when no rung below admits); else ResourceExhausted, evictor woken.
   absl::StatusOr<SlotId> AllocateIn(int r) ABSL_LOCKS_EXCLUDED(mu_);
   bool Admitting(int r) const;
+  // The rung of a put into `tier`: FailedPrecondition unless clients write it and it runs.
+  absl::StatusOr<int> PutRung(Tier tier, std::string_view op) const;
+  // Commit under mu_: publishes `put` in rung `r` (slot `slot`); sets *free_slot when the slot
+  // goes back (put_commit of a key present).
+  absl::StatusOr<CommitOutcome> CommitLocked(const PutCommit& put, int r, SlotId slot,
+                                             bool* free_slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Reads (mover_read.cc). `info` is leased by the Get.
   void Load(const BlockInfo& info, int target, GetDone done) ABSL_LOCKS_EXCLUDED(mu_);

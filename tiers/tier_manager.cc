@@ -95,9 +95,11 @@ void TierManager::EvictorLoop() {
   }
 }
 
-absl::StatusOr<SlotId> TierManager::AllocateForPut() { return state_->AllocateForPut(); }
+absl::StatusOr<SlotId> TierManager::AllocateForPut(Tier tier) {
+  return state_->AllocateForPut(tier);
+}
 
-void TierManager::AbortPut(SlotId slot) { state_->AbortPut(slot); }
+absl::Status TierManager::AbortPut(SlotId slot, Tier tier) { return state_->AbortPut(tier, slot); }
 
 absl::StatusOr<CommitOutcome> TierManager::CommitPut(const PutCommit& put, SlotId slot) {
   return state_->Commit(put, slot);

@@ -74,15 +74,21 @@ class TierManager {
   DeviceTier* t0() const { return t0_.get(); }  // null without a T0
 
   // --- Store ---
-  // A free T1 slot for the caller to fill, owned by the caller until CommitPut or AbortPut. Never
-  // waits: when T1 is full and no block can leave it at once (clean or droppable, not leased) the
-  // answer is ResourceExhausted, the evictor has been woken, and the caller retries later.
-  absl::StatusOr<SlotId> AllocateForPut();
-  // Gives back a slot from AllocateForPut that will not be committed.
-  void AbortPut(SlotId slot);
-  // Publishes the block in `slot`. kAlreadyPresent: the key was there with a copy somewhere; the
-  // slot was freed. InvalidArgument for a payload larger than a slot or a bad slot (the slot is
-  // then still the caller's). ResourceExhausted when the index is full (the slot too).
+  // A free slot of `tier` (T1, or T0 when the daemon runs one) for the caller to fill, owned by
+  // the caller until CommitPut or AbortPut: a put_begin's slot, or a working slot (protocol v3).
+  // Never waits: when the tier is full and no block can leave it at once (clean or droppable, not
+  // leased) the answer is ResourceExhausted, the evictor has been woken, and the caller retries
+  // later. InvalidArgument for T2, FailedPrecondition for T0 without a T0.
+  absl::StatusOr<SlotId> AllocateForPut(Tier tier = Tier::kT1);
+  // Gives back a slot from AllocateForPut that will not be committed. Errors as AllocateForPut's,
+  // and InvalidArgument for a slot out of range.
+  absl::Status AbortPut(SlotId slot, Tier tier = Tier::kT1);
+  // Publishes the block in `slot` of put.tier. kAlreadyPresent: the key was there with a copy
+  // somewhere; the slot was freed (for put.working: the key was in put.tier already, and the slot
+  // is still the caller's; a key only in other tiers gains this copy, kStored). With put.working a
+  // kStored block comes back leased to the caller (Release it). InvalidArgument for a payload
+  // larger than a slot or a bad slot (the slot is then still the caller's). ResourceExhausted
+  // when the index is full (the slot too).
   absl::StatusOr<CommitOutcome> CommitPut(const PutCommit& put, SlotId slot);
   // Counts a put the caller skipped before allocating, because the key was present (put_begin
   // found it), in Stats().puts_already_present beside the ones CommitPut found.

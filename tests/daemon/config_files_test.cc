@@ -32,6 +32,7 @@ verify_threads = 2
 max_connections = 16
 max_ring_entries = 1024
 max_arena_bytes = "8MiB"
+max_working_slots = 64
 [metrics]
 enabled = false
 listen_address = "[::1]:9100"

@@ -57,7 +57,7 @@ inline absl::StatusOr<CommitOutcome> Put(TierManager& m, uint64_t i,
   FillPayload(i, data, bytes);
   PutCommit put{KeyOf(i), /*namespace_id=*/3, bytes, XXH3_64bits(data, bytes), parent};
   absl::StatusOr<CommitOutcome> outcome = m.CommitPut(put, *slot);
-  if (!outcome.ok()) m.AbortPut(*slot);
+  if (!outcome.ok()) (void)m.AbortPut(*slot);
   return outcome;
 }
 

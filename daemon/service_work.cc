@@ -1,0 +1,169 @@
+// Service's working slots (protocol v3; service.h): unkeyed slots of T0 or T1 a session fills
+// before it knows their keys, then publishes under a key (the block is then cached and leased to
+// the session) or frees. Each session holds at most ServiceOptions::max_working_slots, so one
+// engine cannot take a whole tier from the cache and the other clients.
+#include <fmt/format.h>
+
+#include "common/checksum.h"
+#include "daemon/metrics.h"
+#include "daemon/service.h"
+
+namespace kvtier {
+namespace {
+
+using protocol::BlockCode;
+
+// Index into Session::working_ of a tier clients write (T0 or T1; callers check it).
+size_t WorkIndex(Tier tier) { return tier == Tier::kT0 ? 0 : 1; }
+
+}  // namespace
+
+size_t Session::working_slots() const {
+  absl::MutexLock lock(&mu_);
+  return working_[0].size() + working_[1].size();
+}
+
+bool Service::HoldLease(Session& session, const BlockKey& key) {
+  absl::MutexLock lock(&session.mu_);
+  if (session.closed_) return false;
+  ++session.leases_[key];
+  leases_.fetch_add(1, std::memory_order_relaxed);
+  if (metrics_ != nullptr) metrics_->AddLeases(1);
+  return true;
+}
+
+std::vector<SlotResult> Service::WorkTake(Session& session, Tier tier, uint32_t count) {
+  std::vector<SlotResult> out(count);
+  const uint32_t slot_bytes = tier == Tier::kT0 && tiers_.t0() != nullptr
+                                  ? tiers_.t0()->slot_bytes()
+                                  : tiers_.t1().slot_bytes();
+  for (SlotResult& r : out) {
+    {
+      absl::MutexLock lock(&session.mu_);
+      if (session.closed_) {
+        r.code = BlockCode::kMissing;
+        continue;
+      }
+      if (session.working_[0].size() + session.working_[1].size() >=
+          options_.max_working_slots) {
+        r.code = BlockCode::kOverQuota;
+        work_over_quota_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+    }
+    // Allocated outside the session's lock (it may shed a clean block); counted against the
+    // quota once recorded. Two takes of one session racing may each pass the check above: the
+    // quota is re-checked when the slot is recorded.
+    absl::StatusOr<SlotId> slot = tiers_.AllocateForPut(tier);
+    if (!slot.ok()) {
+      r.code = slot.status().code() == absl::StatusCode::kResourceExhausted
+                   ? BlockCode::kRetryLater
+                   : BlockCode::kFailed;
+      continue;
+    }
+    bool kept = false;
+    {
+      absl::MutexLock lock(&session.mu_);
+      const size_t held = session.working_[0].size() + session.working_[1].size();
+      if (!session.closed_ && held < options_.max_working_slots) {
+        kept = session.working_[WorkIndex(tier)].insert(*slot).second;
+      }
+    }
+    if (!kept) {
+      (void)tiers_.AbortPut(*slot, tier);
+      r.code = BlockCode::kOverQuota;
+      work_over_quota_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    working_slots_.fetch_add(1, std::memory_order_relaxed);
+    work_taken_.fetch_add(1, std::memory_order_relaxed);
+    r = SlotResult{BlockCode::kOk, *slot, slot_bytes};
+  }
+  return out;
+}
+
+SlotResult Service::PublishOne(Session& session, Tier tier,
+                               const protocol::WorkPublishItem& item) {
+  const uint32_t slot_bytes = tier == Tier::kT0 && tiers_.t0() != nullptr
+                                  ? tiers_.t0()->slot_bytes()
+                                  : tiers_.t1().slot_bytes();
+  if (item.payload_bytes == 0 || item.payload_bytes > slot_bytes) {
+    return SlotResult{BlockCode::kFailed};
+  }
+  const size_t w = WorkIndex(tier);
+  {
+    // Out of the session while it is published, so a concurrent free or publish of the same
+    // slot finds nothing (kMissing) instead of racing this one.
+    absl::MutexLock lock(&session.mu_);
+    if (session.closed_ || session.working_[w].erase(item.slot) == 0) {
+      return SlotResult{BlockCode::kMissing};
+    }
+  }
+  auto keep = [&](BlockCode code) {
+    absl::MutexLock lock(&session.mu_);
+    if (!session.closed_) {
+      session.working_[w].insert(item.slot);
+      return SlotResult{code};
+    }
+    // The session closed meanwhile: its other working slots were freed; this one is freed here.
+    (void)tiers_.AbortPut(item.slot, tier);
+    working_slots_.fetch_sub(1, std::memory_order_relaxed);
+    return SlotResult{BlockCode::kMissing};
+  };
+  if (options_.verify_puts && tier == Tier::kT1 &&
+      PayloadChecksum(tiers_.t1().SlotData(item.slot), item.payload_bytes) != item.checksum) {
+    return keep(BlockCode::kBadChecksum);
+  }
+  const BlockKey key = scope_.Scope(session.root_, item.key);
+  std::optional<BlockKey> parent;
+  if (item.parent) parent = scope_.Scope(session.root_, *item.parent);
+  kvtier::PutCommit commit{key, session.namespace_id(), item.payload_bytes, item.checksum,
+                           parent ? &*parent : nullptr};
+  commit.tier = tier;
+  commit.working = true;
+  absl::StatusOr<CommitOutcome> outcome = tiers_.CommitPut(commit, item.slot);
+  if (!outcome.ok()) {
+    return keep(outcome.status().code() == absl::StatusCode::kResourceExhausted
+                    ? BlockCode::kRetryLater
+                    : BlockCode::kFailed);
+  }
+  if (*outcome == CommitOutcome::kAlreadyPresent) return keep(BlockCode::kAlreadyPresent);
+  // Published: the slot is the block's copy now, leased to the session by CommitPut.
+  working_slots_.fetch_sub(1, std::memory_order_relaxed);
+  work_published_.fetch_add(1, std::memory_order_relaxed);
+  if (!HoldLease(session, key)) {
+    (void)tiers_.Release(key);  // closed meanwhile: the block stays cached, unleased
+    return SlotResult{BlockCode::kMissing};
+  }
+  if (metrics_ != nullptr) {
+    metrics_->AddCopiedBytes(
+        tier == Tier::kT0 ? CopyDirection::kClientToT0 : CopyDirection::kClientToT1,
+        item.payload_bytes);
+  }
+  return SlotResult{BlockCode::kOk, item.slot, item.payload_bytes};
+}
+
+std::vector<SlotResult> Service::WorkPublish(Session& session, Tier tier,
+                                             absl::Span<const protocol::WorkPublishItem> items) {
+  std::vector<SlotResult> out(items.size());
+  for (size_t i = 0; i < items.size(); ++i) out[i] = PublishOne(session, tier, items[i]);
+  return out;
+}
+
+std::vector<BlockCode> Service::WorkFree(Session& session, Tier tier,
+                                         absl::Span<const uint32_t> slots) {
+  std::vector<BlockCode> out(slots.size(), BlockCode::kMissing);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    {
+      absl::MutexLock lock(&session.mu_);
+      if (session.closed_ || session.working_[WorkIndex(tier)].erase(slots[i]) == 0) continue;
+    }
+    (void)tiers_.AbortPut(slots[i], tier);
+    working_slots_.fetch_sub(1, std::memory_order_relaxed);
+    work_freed_.fetch_add(1, std::memory_order_relaxed);
+    out[i] = BlockCode::kOk;
+  }
+  return out;
+}
+
+}  // namespace kvtier
