@@ -23,7 +23,9 @@ namespace kvtier::engine {
 
 class GpuDecodeGraphs {
  public:
-  static constexpr int64_t kMinBucket = 256;
+  // Short contexts get buckets of their own: the attention kernel splits a bucket into pieces of at
+  // least 64 keys and merges them in a second launch, which a context of 64 keys or fewer skips.
+  static constexpr int64_t kMinBucket = 64;
 
   // The bucket of a step whose sequence holds kv_len tokens (this one included).
   static int64_t Bucket(int64_t kv_len);

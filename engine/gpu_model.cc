@@ -274,16 +274,13 @@ absl::Status GpuModel::Mlp(int64_t layer, const Step& s) {
   KVTIER_RETURN_IF_ERROR(
       Linear(scratch_->h, w.gate_up, nullptr, n, 2 * inter, hidden, scratch_->gate_up, false));
   KVTIER_RETURN_IF_ERROR(Done("gate_up"));
-  if (n <= og::kGemvMaxRows && options_.decode_gemv) {  // SiLU-and-mul as the product reads it
-    const og::GemmArgs args{
-        .x = scratch_->gate_up, .w = w.down, .m = n, .n = hidden, .k = inter, .y = scratch_->h};
-    KVTIER_RETURN_IF_ERROR(og::GemvSiluMul(dtype(), args, stream()));
-  } else {
-    KVTIER_RETURN_IF_ERROR(
-        og::SiluAndMul(dtype(), scratch_->gate_up, n, inter, scratch_->act, stream()));
-    KVTIER_RETURN_IF_ERROR(
-        Linear(scratch_->act, w.down, nullptr, n, hidden, inter, scratch_->h, false));
-  }
+  // The activation apart even in a decode step: GemvSiluMul, which computes it as the product
+  // reads it, recomputes it in every block (51.9 us for the 8B down projection on the H100, against
+  // 48.1 for SiluAndMul then Gemv).
+  KVTIER_RETURN_IF_ERROR(
+      og::SiluAndMul(dtype(), scratch_->gate_up, n, inter, scratch_->act, stream()));
+  KVTIER_RETURN_IF_ERROR(
+      Linear(scratch_->act, w.down, nullptr, n, hidden, inter, scratch_->h, false));
   return Done("down");
 }
 

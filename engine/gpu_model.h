@@ -6,9 +6,9 @@
 //   per layer: a = attention(rmsnorm(h)); h += a; m = mlp(rmsnorm(h)); h += m
 //   logits = lm_head(rmsnorm(h))          (float32)
 // Prefill runs cuBLASLt GEMMs (the tiled kernel in the HIP build) and the paged prefill attention
-// kernel; a decode step (one token) runs Gemv (the down projection's with SiLU-and-mul fused in)
-// and the split-K decode attention kernel, replayed from a graph recorded per context bucket
-// (gpu_decode_graphs.h). RoPE and the K/V store are one launch in both.
+// kernel; a decode step (one token) runs Gemv and the split-K decode attention kernel, launched as
+// programmatic dependents (kernels/ops/gpu/pdl.h) and replayed from a graph recorded per context
+// bucket (gpu_decode_graphs.h). RoPE and the K/V store are one launch in both.
 //
 // Thread-safety: not thread-safe. A model owns its stream and scratch: one thread drives it, one
 // call at a time (one sequence's step, then another's).

@@ -2,7 +2,8 @@
 // fused with the residual add), RoPE, SiLU-and-mul, the KV pool write and argmax. One thread block
 // per row (token); 16-bit elements move 8 at a time (16-byte accesses), arithmetic is float32.
 //
-// RMSNorm is launched as a programmatic dependent (pdl.h): a decode step runs two per layer.
+// RMSNorm and SiLU-and-mul are launched as programmatic dependents (pdl.h): a decode step runs
+// them between its projections.
 //
 // Rounding follows transformers' bf16/fp16 modules where they round between steps: the residual
 // sum is rounded before it is normalized, and RMSNorm rounds x / rms before the weight multiplies
@@ -96,6 +97,8 @@ __global__ void RopeKernel(uint16_t* x, int64_t token_stride, const int32_t* pos
 
 template <typename Fmt>
 __global__ void SiluAndMulKernel(const uint16_t* gate_up, int64_t d, uint16_t* out) {
+  pdl::AllowDependents();
+  pdl::WaitForPrerequisites();
   const uint16_t* gate = gate_up + static_cast<int64_t>(blockIdx.x) * 2 * d;
   uint16_t* o = out + static_cast<int64_t>(blockIdx.x) * d;
   for (int64_t i = threadIdx.x * kVec; i < d; i += blockDim.x * kVec) {
@@ -207,12 +210,10 @@ int Rope(bool bf16, uint16_t* x, int64_t token_stride, const int32_t* positions,
 int SiluAndMul(bool bf16, const uint16_t* gate_up, int64_t n, int64_t d, uint16_t* out,
                void* stream) {
   const unsigned threads = RowThreads(d, kVec);
-  if (bf16) {
-    SiluAndMulKernel<Bf16><<<Grid(n), threads, 0, AsStream(stream)>>>(gate_up, d, out);
-  } else {
-    SiluAndMulKernel<Fp16><<<Grid(n), threads, 0, AsStream(stream)>>>(gate_up, d, out);
-  }
-  return static_cast<int>(cudaGetLastError());
+  return bf16 ? pdl::Launch(SiluAndMulKernel<Bf16>, Grid(n), threads, 0, AsStream(stream), gate_up,
+                            d, out)
+              : pdl::Launch(SiluAndMulKernel<Fp16>, Grid(n), threads, 0, AsStream(stream), gate_up,
+                            d, out);
 }
 
 int WriteKv(const uint16_t* k, const uint16_t* v, int64_t src_token_stride,

@@ -88,7 +88,8 @@ inline int64_t SampleWorkspaceBytes(int64_t vocab) { return vocab * 8; }
 absl::Status Sample(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t step,
                     void* workspace, int64_t workspace_bytes, int32_t* out, StreamHandle stream);
 
-// The decode step's kernels (RMSNorm, Gemv, RopeAndWriteKv, attention decode) are launched as
+// The decode step's kernels (RMSNorm, SiLU-and-mul, Gemv, RopeAndWriteKv, attention decode) are
+// launched as
 // programmatic dependents where the device has it (CUDA sm_90: each may start while the kernel
 // before it finishes, and waits on the device for its results; kernels/ops/gpu/pdl.h). On by
 // default; off launches them plainly — a switch for comparisons and for ruling PDL out when
