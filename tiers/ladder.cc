@@ -54,13 +54,10 @@ RungCounters& RungCounters::operator+=(const RungCounters& other) {
 struct Ladder::Rung {
   RungOptions options;
   std::unique_ptr<EvictionPolicy> eviction;    // null when absent
-  std::unique_ptr<AdmissionPolicy> admission;  // null: admit all without a virtual call
+  std::unique_ptr<AdmissionPolicy> admission;  // null: admit all (RungState::admission)
   std::unique_ptr<LeafTracker> leaves;         // leaf-first only
-  RungCounters counters;
-  uint64_t size = 0;  // resident blocks
   // Only policies with ghost history read ghost keys (S3-FIFO, ARC); the others get 0.
   bool needs_ghost_keys = true;
-  bool shedding = false;  // went above the high watermark; sheds down to the low one
 };
 
 Ladder::~Ladder() = default;
@@ -92,21 +89,34 @@ absl::StatusOr<std::unique_ptr<Ladder>> Ladder::Create(std::vector<RungOptions> 
         AdmissionConfig admission = o.policy.admission;
         if (admission.window_blocks == 0) admission.window_blocks = o.capacity_slots;
         KVTIER_ASSIGN_OR_RETURN(rung->admission, MakeAdmissionPolicy(admission));
+        ladder->state_[i].admission = rung->admission.get();
       }
       if (o.policy.leaf_first) {
         rung->leaves = std::make_unique<LeafTracker>();
         ladder->any_leaf_first_ = true;
       }
       ladder->policy_[i] = rung->eviction.get();
+      ladder->state_[i].eviction = rung->eviction.get();
+      ladder->state_[i].leaves = rung->leaves.get();
+      ladder->state_[i].needs_ghost_keys = rung->needs_ghost_keys;
+      const double cap = static_cast<double>(o.capacity_slots);
+      ladder->state_[i].high_slots = static_cast<uint64_t>(o.policy.high_watermark * cap);
+      ladder->state_[i].low_slots = static_cast<uint64_t>(o.policy.low_watermark * cap);
     }
     ladder->rungs_.push_back(std::move(rung));
   }
+  int below = kNone;
   for (int r = ladder->size() - 1; r >= 0; --r) {
-    if (ladder->present(r)) ladder->shed_order_.push_back(r);
+    ladder->state_[static_cast<size_t>(r)].below = below;
+    if (ladder->present(r)) {
+      ladder->shed_order_.push_back(r);
+      below = r;
+    }
   }
   if (ladder->shed_order_.empty()) return absl::InvalidArgumentError("ladder: no tier is present");
   // Read at random by replay: huge pages spare TLB misses; sized up front, no growth on the way.
   ReserveHuge(ladder->mask_, expected_ids);
+  ladder->prefetch_victims_ = expected_ids >= kPrefetchVictimIds;
   ladder->mask_.assign(expected_ids, 0);
   if (ladder->any_leaf_first_) ladder->parent_.assign(expected_ids, kNoBlock);
   return ladder;
@@ -115,18 +125,6 @@ absl::StatusOr<std::unique_ptr<Ladder>> Ladder::Create(std::vector<RungOptions> 
 const RungOptions& Ladder::options(int r) const { return rungs_[static_cast<size_t>(r)]->options; }
 bool Ladder::present(int r) const {
   return r >= 0 && r < size() && rungs_[static_cast<size_t>(r)]->options.present;
-}
-RungCounters& Ladder::counters(int r) { return rungs_[static_cast<size_t>(r)]->counters; }
-const RungCounters& Ladder::counters(int r) const {
-  return rungs_[static_cast<size_t>(r)]->counters;
-}
-uint64_t Ladder::Size(int r) const { return rungs_[static_cast<size_t>(r)]->size; }
-
-int Ladder::Below(int r) const {
-  for (int b = r + 1; b < size(); ++b) {
-    if (present(b)) return b;
-  }
-  return kNone;
 }
 
 int Ladder::Above(int r) const {
@@ -143,16 +141,26 @@ void Ladder::EnsureId(BlockId id) {
   if (any_leaf_first_) parent_.resize(size, kNoBlock);
 }
 
-void Ladder::Enter(int r, BlockId id, uint64_t ghost_key, BlockId parent) {
-  Rung& rung = *rungs_[static_cast<size_t>(r)];
-  EnsureId(id);
-  if (any_leaf_first_ && mask_[id] == 0) parent_[id] = parent;
-  rung.eviction->Insert(id, rung.needs_ghost_keys ? ghost_key : 0);
-  mask_[id] |= Bit(r);
-  ++rung.size;
-  if (rung.leaves != nullptr) {
-    const BlockId p = parent_[id];
-    rung.leaves->Add(id, p == kNoBlock ? std::nullopt : std::optional<BlockId>(p));
+void Ladder::AddLeaf(RungState& s, BlockId id) {
+  const BlockId p = parent_[id];
+  s.leaves->Add(id, p == kNoBlock ? std::nullopt : std::optional<BlockId>(p));
+}
+
+std::optional<BlockId> Ladder::ChooseLeaf(RungState& s, absl::FunctionRef<bool(BlockId)> allowed) {
+  const LeafTracker& leaves = *s.leaves;
+  std::optional<BlockId> victim =
+      s.eviction->Evict([&](BlockId id) { return leaves.IsLeaf(id) && allowed(id); });
+  // Leaf-first must not wedge the rung: with no evictable leaf (reused ids can leave stale child
+  // counts; see leaf_tracker.h) any evictable block goes.
+  if (!victim) victim = s.eviction->Evict(allowed);
+  return victim;
+}
+
+// The victims of a large rung were used long ago, so their rung bits are cold: start loading the
+// one the policy expects to evict a few evictions from now.
+void Ladder::PrefetchUpcoming(const RungState& s) const {
+  if (const BlockId next = s.eviction->UpcomingVictim(); next < mask_.size()) {
+    __builtin_prefetch(mask_.data() + next);
   }
 }
 
@@ -162,7 +170,7 @@ void Ladder::Remove(int r, BlockId id) {
   rung.eviction->Erase(id);
   if (rung.leaves != nullptr) rung.leaves->Remove(id);
   mask_[id] &= static_cast<TierMask>(~Bit(r));
-  --rung.size;
+  --state_[static_cast<size_t>(r)].size;
 }
 
 void Ladder::Touch(int r, BlockId id) { (void)TouchIfIn(r, id); }
@@ -176,68 +184,6 @@ int Ladder::NextStep(int source, int target) const {
   if (source < target) return target;
   const int above = Above(source);
   return above == kNone ? target : std::max(above, target);
-}
-
-bool Ladder::ShouldShed(int r, uint64_t used) {
-  Rung& rung = *rungs_[static_cast<size_t>(r)];
-  const double cap = static_cast<double>(rung.options.capacity_slots);
-  const double u = static_cast<double>(used);
-  if (u > rung.options.policy.high_watermark * cap) rung.shedding = true;
-  if (u <= rung.options.policy.low_watermark * cap) rung.shedding = false;
-  return rung.shedding;
-}
-
-void Ladder::MarkFull(int r) { rungs_[static_cast<size_t>(r)]->shedding = true; }
-
-std::optional<BlockId> Ladder::Choose(int r, absl::FunctionRef<bool(BlockId)> allowed) {
-  Rung& rung = *rungs_[static_cast<size_t>(r)];
-  std::optional<BlockId> victim;
-  if (rung.leaves == nullptr) {
-    victim = rung.eviction->Evict(allowed);
-  } else {
-    const LeafTracker& leaves = *rung.leaves;
-    victim = rung.eviction->Evict([&](BlockId id) { return leaves.IsLeaf(id) && allowed(id); });
-    // Leaf-first must not wedge the rung: with no evictable leaf (reused ids can leave stale child
-    // counts; see leaf_tracker.h) any evictable block goes.
-    if (!victim) victim = rung.eviction->Evict(allowed);
-  }
-  if (!victim) return victim;
-  const BlockId v = *victim;
-  // The victims of a large rung were used long ago, so their rung bits are cold: start loading
-  // the one the policy expects to evict a few evictions from now.
-  if (const BlockId next = rung.eviction->UpcomingVictim(); next < mask_.size()) {
-    __builtin_prefetch(mask_.data() + next);
-  }
-  ++rung.counters.evictions;
-  --rung.size;
-  mask_[v] &= static_cast<TierMask>(~Bit(r));
-  if (rung.leaves != nullptr) rung.leaves->Remove(v);
-  return victim;
-}
-
-bool Ladder::HasCopyBelow(int r, TierMask copies) const { return (copies >> (r + 1)) != 0; }
-
-VictimFate Ladder::FateOf(int r, TierMask copies, uint64_t ghost_key, bool below_admitting) {
-  Rung& rung = *rungs_[static_cast<size_t>(r)];
-  if (HasCopyBelow(r, copies)) {
-    ++rung.counters.clean_evictions;
-    return VictimFate::kLeave;
-  }
-  const int below = Below(r);
-  if (below == kNone) return VictimFate::kDrop;
-  const Rung& next = *rungs_[static_cast<size_t>(below)];
-  if (below_admitting && (next.admission == nullptr || next.admission->Admit(ghost_key))) {
-    return VictimFate::kMoveDown;
-  }
-  ++rung.counters.rejected;
-  return VictimFate::kDrop;
-}
-
-bool Ladder::AdmitBirth(int r, uint64_t ghost_key) {
-  Rung& rung = *rungs_[static_cast<size_t>(r)];
-  if (rung.admission == nullptr || rung.admission->Admit(ghost_key)) return true;
-  ++rung.counters.births_refused;
-  return false;
 }
 
 void Ladder::Prefetch(int r, absl::Span<const BlockId> ids) const {

@@ -116,18 +116,26 @@ class Ladder {
   const RungOptions& options(int r) const;
   bool present(int r) const;
   // The nearest present rung below / above `r`, or kNone.
-  int Below(int r) const;
+  int Below(int r) const { return state_[static_cast<size_t>(r)].below; }
   int Above(int r) const;
 
   // --- Residency: what the rungs' policies hold ---
   TierMask Mask(BlockId id) const { return id < mask_.size() ? mask_[id] : TierMask{0}; }
-  uint64_t Size(int r) const;
+  uint64_t Size(int r) const { return state_[static_cast<size_t>(r)].size; }
   // The parent `id` entered with (leaf-first ladders only; else kNoBlock).
   BlockId Parent(BlockId id) const { return id < parent_.size() ? parent_[id] : kNoBlock; }
   // A copy of `id` entered rung `r` (born there, or moved into it). Precondition: not resident in
   // `r`. `parent` is the block before it in its sequence, or kNoBlock (leaf-first rungs use it; a
   // block keeps the parent it first entered with).
-  void Enter(int r, BlockId id, uint64_t ghost_key, BlockId parent);
+  void Enter(int r, BlockId id, uint64_t ghost_key, BlockId parent) {
+    RungState& s = state_[static_cast<size_t>(r)];
+    if (id >= mask_.size()) EnsureId(id);
+    if (any_leaf_first_ && mask_[id] == 0) parent_[id] = parent;
+    s.eviction->Insert(id, s.needs_ghost_keys ? ghost_key : 0);
+    mask_[id] |= static_cast<TierMask>(1u << r);
+    ++s.size;
+    if (s.leaves != nullptr) AddLeaf(s, id);
+  }
   // The copy in `r` left without being chosen (dropped, failed, erased). No-op if not resident.
   void Remove(int r, BlockId id);
   // A read used the copy in `r`. No-op if not resident.
@@ -151,24 +159,58 @@ class Ladder {
   const std::vector<int>& ShedOrder() const { return shed_order_; }
   // Whether `r` should shed now, with `used` its occupied slots not already on their way out:
   // starts above the high watermark, goes on until at or below the low one.
-  bool ShouldShed(int r, uint64_t used);
+  bool ShouldShed(int r, uint64_t used) {
+    RungState& s = state_[static_cast<size_t>(r)];
+    if (used > s.high_slots) s.shedding = true;
+    if (used <= s.low_slots) s.shedding = false;
+    return s.shedding;
+  }
   // Marks `r` as over its watermarks (it ran full), so it sheds down to its low one.
-  void MarkFull(int r);
+  void MarkFull(int r) { state_[static_cast<size_t>(r)].shedding = true; }
   // The policy's next victim in `r` that `allowed` accepts, or nullopt. The victim leaves the
   // rung's policy and leaf tracker (and its rung bit) now; if it must stay after all (a lease
   // pinned it), Enter it again. Counts an eviction.
-  std::optional<BlockId> Choose(int r, absl::FunctionRef<bool(BlockId)> allowed);
+  std::optional<BlockId> Choose(int r, absl::FunctionRef<bool(BlockId)> allowed) {
+    RungState& s = state_[static_cast<size_t>(r)];
+    std::optional<BlockId> victim =
+        s.leaves == nullptr ? s.eviction->Evict(allowed) : ChooseLeaf(s, allowed);
+    if (!victim) return victim;
+    if (prefetch_victims_) PrefetchUpcoming(s);
+    ++s.counters.evictions;
+    --s.size;
+    mask_[*victim] &= static_cast<TierMask>(~(1u << r));
+    if (s.leaves != nullptr) s.leaves->Remove(*victim);
+    return victim;
+  }
   // The fate of a victim of `r` whose copies are `copies` (the caller's authority: the daemon's
   // index, which still lists copies on their way out). Asks the next rung's admission only when
   // the victim has no lower copy and `below_admitting`; counts clean evictions and rejections.
-  VictimFate FateOf(int r, TierMask copies, uint64_t ghost_key, bool below_admitting);
+  VictimFate FateOf(int r, TierMask copies, uint64_t ghost_key, bool below_admitting) {
+    RungState& s = state_[static_cast<size_t>(r)];
+    if (HasCopyBelow(r, copies)) {
+      ++s.counters.clean_evictions;
+      return VictimFate::kLeave;
+    }
+    if (s.below == kNone) return VictimFate::kDrop;
+    AdmissionPolicy* admission = state_[static_cast<size_t>(s.below)].admission;
+    if (below_admitting && (admission == nullptr || admission->Admit(ghost_key))) {
+      return VictimFate::kMoveDown;
+    }
+    ++s.counters.rejected;
+    return VictimFate::kDrop;
+  }
   // Whether rung `r` takes a new block (its admission; counts a refusal).
-  bool AdmitBirth(int r, uint64_t ghost_key);
+  bool AdmitBirth(int r, uint64_t ghost_key) {
+    RungState& s = state_[static_cast<size_t>(r)];
+    if (s.admission == nullptr || s.admission->Admit(ghost_key)) return true;
+    ++s.counters.births_refused;
+    return false;
+  }
   // Whether any rung below `r` holds a copy in `copies`.
-  bool HasCopyBelow(int r, TierMask copies) const;
+  bool HasCopyBelow(int r, TierMask copies) const { return (copies >> (r + 1)) != 0; }
 
-  RungCounters& counters(int r);
-  const RungCounters& counters(int r) const;
+  RungCounters& counters(int r) { return state_[static_cast<size_t>(r)].counters; }
+  const RungCounters& counters(int r) const { return state_[static_cast<size_t>(r)].counters; }
 
   // Replay's prefetch hints (eviction_policy.h Prefetch): start loading `ids`' rung bits and rung
   // `r`'s policy state.
@@ -176,15 +218,39 @@ class Ladder {
 
  private:
   struct Rung;
+  // What the per-reference paths read and write, kept here so they inline (replay calls them
+  // for every block reference; the rest of a rung is in Rung, ladder.cc).
+  struct RungState {
+    RungCounters counters;
+    uint64_t size = 0;  // resident blocks
+    // The watermarks in slots: used > high_slots is used > high_watermark * capacity exactly
+    // (for an integer `used`, u > x and u > floor(x) agree), so ShouldShed compares integers.
+    uint64_t high_slots = 0, low_slots = 0;
+    AdmissionPolicy* admission = nullptr;  // null: admit all without a virtual call
+    EvictionPolicy* eviction = nullptr;    // null when absent
+    LeafTracker* leaves = nullptr;         // leaf-first only
+    // Only policies with ghost history read ghost keys (S3-FIFO, ARC); the others get 0.
+    bool needs_ghost_keys = true;
+    int below = kNone;      // the nearest present rung below
+    bool shedding = false;  // went above the high watermark; sheds down to the low one
+  };
   Ladder() = default;
   void EnsureId(BlockId id);
+  // The slow parts of Enter and Choose for leaf-first rungs, and the victim prefetch.
+  void AddLeaf(RungState& s, BlockId id);
+  std::optional<BlockId> ChooseLeaf(RungState& s, absl::FunctionRef<bool(BlockId)> allowed);
+  void PrefetchUpcoming(const RungState& s) const;
 
   std::vector<std::unique_ptr<Rung>> rungs_;
   std::array<EvictionPolicy*, kMaxTiers> policy_{};  // [r] rungs_[r]'s policy; null if absent
+  std::array<RungState, kMaxTiers> state_{};         // [r]
   std::vector<int> shed_order_;
   std::vector<TierMask> mask_;   // [id] bit r: resident in rung r's policy
   std::vector<BlockId> parent_;  // [id] parent on first entry (only with a leaf-first rung)
   bool any_leaf_first_ = false;
+  // Below this many ids the rung bits stay in the caches, and prefetching a victim's only costs.
+  static constexpr size_t kPrefetchVictimIds = size_t{1} << 20;
+  bool prefetch_victims_ = false;
 };
 
 }  // namespace kvtier

@@ -130,20 +130,21 @@ void TierStack::Settle() {
     shed = false;
     for (int r : ladder_->ShedOrder()) {
       if (!ladder_->ShouldShed(r, ladder_->Size(r))) continue;
-      const uint64_t before = ladder_->counters(r).moved_down;
-      if (!ShedOne(r)) continue;
+      const std::optional<VictimFate> fate = ShedOne(r);
+      if (!fate) continue;
       shed = true;
-      if (ladder_->counters(r).moved_down != before) break;  // a round ends at a move down
+      if (*fate == VictimFate::kMoveDown) break;  // a round ends at a move down
     }
   }
 }
 
-bool TierStack::ShedOne(int r) {
+std::optional<VictimFate> TierStack::ShedOne(int r) {
   std::optional<BlockId> victim = ladder_->Choose(r, [](BlockId) { return true; });
-  if (!victim) return false;
+  if (!victim) return std::nullopt;
   const BlockId v = *victim;
   const uint64_t ghost = ghost_keys_[v];
-  switch (ladder_->FateOf(r, ladder_->Mask(v), ghost, /*below_admitting=*/true)) {
+  const VictimFate fate = ladder_->FateOf(r, ladder_->Mask(v), ghost, /*below_admitting=*/true);
+  switch (fate) {
     case VictimFate::kLeave:
       break;
     case VictimFate::kDrop:
@@ -154,7 +155,7 @@ bool TierStack::ShedOne(int r) {
       ++ladder_->counters(r).moved_down;
       break;
   }
-  return true;
+  return fate;
 }
 
 }  // namespace kvtier::replay

@@ -117,7 +117,8 @@ class TierStack {
   void ReferenceMiss(BlockId id, BlockId parent);  // not resident in the read tier
   // Sheds until no tier is over its watermarks (the daemon's evictor, with moves landing at once).
   void Settle();
-  bool ShedOne(int r);
+  // Sheds one victim of `r`; its fate, or nullopt when none could be chosen.
+  std::optional<VictimFate> ShedOne(int r);
 
   absl::Span<const uint64_t> ghost_keys_;
   std::unique_ptr<Ladder> ladder_;
