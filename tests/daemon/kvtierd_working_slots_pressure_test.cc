@@ -1,7 +1,8 @@
-// Working slots under T1 pressure, end to end (kvtierd_working_slots_test.cc has the basics): a
-// working slot is leased, so blocks cycling through a small T1 to T2 never take it or touch its
-// bytes; and a T1 taken whole by working slots makes puts and T2 reads answer RetryLater (nothing
-// hangs, nothing crashes) until a free gives the room back.
+// Working slots under load, end to end (kvtierd_working_slots_test.cc has the basics): a working
+// slot is leased, so blocks cycling through a small T1 to T2 never take it or touch its bytes; a
+// T1 taken whole by working slots makes puts and T2 reads answer RetryLater (nothing hangs,
+// nothing crashes) until a free gives the room back; and client processes publishing the same
+// keys at once store each once, whole, and leave no slot or lease behind.
 #include <gtest/gtest.h>
 
 #include "tests/daemon/working_slots_test_util.h"
@@ -99,6 +100,69 @@ TEST_F(KvtierdWorkingSlotsPressureTest, AT1FullOfWorkingSlotsAnswersRetryLaterUn
   EXPECT_TRUE(CheckAll(*loader, old).ok());
   EXPECT_EQ(*testing::PutKeys(*loader, fresh), std::vector<BlockCode>{BlockCode::kOk});
   EXPECT_TRUE(CheckAll(*loader, fresh).ok());
+}
+
+// Four client processes, 100 rounds each: take 3 slots, publish two of them under keys every
+// process uses in that round (one of them also as the other's parent), free the third, release.
+// Each key is stored once (one OK per key over all processes, AlreadyPresent for the rest, whose
+// slots they then free), every block is served whole, and once the processes are gone T1 holds
+// exactly the blocks and no lease is left.
+TEST_F(KvtierdWorkingSlotsPressureTest, ProcessesPublishingTheSameKeysStoreEachOnce) {
+  StartDaemon();
+  auto observer = Connect("observer");
+  ASSERT_NE(observer, nullptr);
+  const uint64_t used = UsedT1(*observer);
+  constexpr int kProcesses = 4;
+  constexpr uint32_t kRounds = 100;
+  testing::Pipe stored;  // one byte per key a process stored (publish OK)
+  std::vector<pid_t> children;
+  for (int who = 0; who < kProcesses; ++who) {
+    children.push_back(testing::RunChild([&] {
+      auto c = testing::ConnectTo(*daemon_, testing::ItNamespace(), "publisher");
+      if (!c.ok()) return testing::ChildCheck(c.status(), "connect", 10);
+      for (uint32_t round = 0; round < kRounds; ++round) {
+        const std::vector<BlockKey> keys = SeqKeys(**c, 1000 + round, 2);
+        auto taken = (*c)->TakeWorkingSlots(Tier::kT1, 3);
+        if (!taken.ok() || Codes(*taken) != std::vector<BlockCode>(3, BlockCode::kOk)) return 11;
+        const std::vector<WorkPublishItem> items = {Fill(**c, (*taken)[0].slot, keys[0]),
+                                                    Fill(**c, (*taken)[1].slot, keys[1], keys[0])};
+        auto codes = (*c)->PublishWorking(Tier::kT1, items);
+        if (!codes.ok()) return 12;
+        std::vector<uint32_t> unpublished = {(*taken)[2].slot};
+        std::vector<BlockKey> leased;
+        for (size_t i = 0; i < 2; ++i) {
+          if ((*codes)[i] == BlockCode::kOk) {
+            leased.push_back(keys[i]);
+            stored.Signal();
+          } else if ((*codes)[i] == BlockCode::kAlreadyPresent) {
+            unpublished.push_back(items[i].slot);
+          } else {
+            return 13;
+          }
+        }
+        auto freed = (*c)->FreeWorking(Tier::kT1, unpublished);
+        if (!freed.ok() || *freed != std::vector<BlockCode>(unpublished.size(), BlockCode::kOk)) {
+          return 14;
+        }
+        if (!(*c)->Release(leased).ok()) return 15;
+      }
+      return 0;
+    }));
+  }
+  stored.CloseWrite();
+  for (pid_t child : children) {
+    const int status = testing::WaitChild(child);
+    EXPECT_TRUE(testing::ExitedZero(status)) << testing::DescribeWaitStatus(status);
+  }
+  EXPECT_EQ(stored.Drain(), 2 * kRounds) << "each key stored exactly once";
+  for (uint32_t round = 0; round < kRounds; ++round) {
+    const absl::Status check = CheckAll(*observer, SeqKeys(*observer, 1000 + round, 2));
+    EXPECT_TRUE(check.ok()) << "round " << round << ": " << check;
+  }
+  EXPECT_TRUE(testing::Eventually([&] {
+    return UsedT1(*observer) == used + 2 * kRounds && observer->Stats()->leases_held == 0;
+  })) << UsedT1(*observer)
+      << " T1 slots used, " << used + 2 * kRounds << " expected";
 }
 
 }  // namespace
