@@ -44,8 +44,7 @@ std::vector<SlotResult> Service::WorkTake(Session& session, Tier tier, uint32_t 
         r.code = BlockCode::kMissing;
         continue;
       }
-      if (session.working_[0].size() + session.working_[1].size() >=
-          options_.max_working_slots) {
+      if (session.working_[0].size() + session.working_[1].size() >= options_.max_working_slots) {
         r.code = BlockCode::kOverQuota;
         work_over_quota_.fetch_add(1, std::memory_order_relaxed);
         continue;
@@ -56,9 +55,8 @@ std::vector<SlotResult> Service::WorkTake(Session& session, Tier tier, uint32_t 
     // quota is re-checked when the slot is recorded.
     absl::StatusOr<SlotId> slot = tiers_.AllocateForPut(tier);
     if (!slot.ok()) {
-      r.code = slot.status().code() == absl::StatusCode::kResourceExhausted
-                   ? BlockCode::kRetryLater
-                   : BlockCode::kFailed;
+      r.code = slot.status().code() == absl::StatusCode::kResourceExhausted ? BlockCode::kRetryLater
+                                                                            : BlockCode::kFailed;
       continue;
     }
     bool kept = false;
@@ -82,8 +80,7 @@ std::vector<SlotResult> Service::WorkTake(Session& session, Tier tier, uint32_t 
   return out;
 }
 
-SlotResult Service::PublishOne(Session& session, Tier tier,
-                               const protocol::WorkPublishItem& item) {
+SlotResult Service::PublishOne(Session& session, Tier tier, const protocol::WorkPublishItem& item) {
   const uint32_t slot_bytes = tier == Tier::kT0 && tiers_.t0() != nullptr
                                   ? tiers_.t0()->slot_bytes()
                                   : tiers_.t1().slot_bytes();

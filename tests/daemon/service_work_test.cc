@@ -197,8 +197,7 @@ TEST(ServiceWorkVerifyTest, VerifyPutsRefusesAPayloadThatIsNotItsChecksumAndKeep
   testing::FillPayload(1, data, 4096);
   const uint64_t sum = XXH3_64bits(data, 4096);
   protocol::WorkPublishItem item{K(1), std::nullopt, sum ^ 1, taken.slot, 4096};
-  EXPECT_EQ(service.WorkPublish(*s, Tier::kT1, std::vector{item})[0].code,
-            BlockCode::kBadChecksum);
+  EXPECT_EQ(service.WorkPublish(*s, Tier::kT1, std::vector{item})[0].code, BlockCode::kBadChecksum);
   EXPECT_EQ(s->working_slots(), 1u);
   item.checksum = sum;
   EXPECT_EQ(service.WorkPublish(*s, Tier::kT1, std::vector{item})[0].code, BlockCode::kOk);
