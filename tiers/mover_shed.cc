@@ -36,13 +36,17 @@ bool Mover::EvictStep() {
     order = ladder_->ShedOrder();
   }
   for (int r : order) {
-    if (!ShouldShed(r)) continue;
-    bool room, idle;
+    const bool over = ShouldShed(r);  // always asked: it keeps the rung's hysteresis state
+    bool room, idle, reads_wait = false;
     {
       absl::MutexLock lock(&mu_);
       room = moves_.leaving(r) < options_.max_demotions_in_flight;
       idle = moves_.leaving(r) == 0;
+      for (const MoveKey& id : moves_.waiting_for_room()) reads_wait |= id.to == r;
     }
+    // A read waiting for a slot of `r` needs room even where the watermarks ask for none (a full
+    // rung whose low watermark is 1.0): make it, or fail the read below.
+    if (!over && !reads_wait) continue;
     if (!room) continue;
     if (ShedOnce(r)) {
       worked = true;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
 #include <vector>
 
@@ -223,6 +224,28 @@ TEST(TierManagerTest, AFullT1OfLeasedBlocksRefusesPutsUntilReleased) {
   EXPECT_EQ(m->Stats().puts_refused_full, 1u);
   for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(m->Release(KeyOf(i)).ok());
   EXPECT_TRUE(Put(*m, 4).ok());
+}
+
+// A read waiting for a slot of a full rung whose watermarks ask for no shedding (low 1.0) must
+// still be answered: with every block leased, ResourceExhausted (retry), never a hang. (The T0
+// twin of this hung on the H100 before the evictor looked at waiting reads.)
+TEST(TierManagerTest, AReadIntoAFullT1OfLeasedBlocksFailsEvenWithNoWatermarkToShed) {
+  TempDir tmp;
+  TierManagerOptions o = ManagerOptions(4, tmp.path(), 64);
+  o.t1_policy.low_watermark = 1.0;
+  auto m = Make(o);
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(Put(*m, 0).ok());
+  ASSERT_TRUE(m->FlushT1(std::chrono::steady_clock::now() + std::chrono::seconds(30)));
+  ASSERT_FALSE(InTier(*m, 0, Tier::kT1));  // block 0 is in T2 only
+  for (uint64_t i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(Put(*m, i).ok()) << i;
+    ASSERT_TRUE(GetSync(*m, KeyOf(i)).ok()) << i;  // leased: T1 is full of leased blocks
+  }
+  EXPECT_EQ(GetSync(*m, KeyOf(0)).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(m->index().Find(KeyOf(0))->leases, 0u);
+  ASSERT_TRUE(m->Release(KeyOf(1)).ok());
+  EXPECT_TRUE(GetAndVerify(*m, 0).ok());  // block 1 (with a T2 copy or not) made room
 }
 
 TEST(TierManagerTest, DropRemovesTheBlockFromEveryTierAndFromDisk) {
