@@ -122,8 +122,9 @@ class Mover {
   void Quiesce();
   // Waits until nothing is in flight, then does deferred frees (shutdown, evictor stopped).
   void Drain();
-  // TierManager::FlushT1 for the birth rung: it counts as over its watermark while any block is in
-  // it, so the evictor's usual path moves every block it can; waits for that until `deadline`.
+  // TierManager::FlushT1 for the birth rung and the rungs above it (T0): they count as over their
+  // watermarks while any block is in them, so the evictor's usual path moves every block it can
+  // (T0 -> T1 -> T2); waits for that until `deadline`.
   bool Flush(std::chrono::steady_clock::time_point deadline);
 
  private:

@@ -22,7 +22,9 @@ bool Mover::ShouldShed(int r) {
   if (options_.settle_each_move) return ladder_->ShouldShed(r, ladder_->Size(r));
   // Slots of victims on their way down are as good as free: they are released when the moves end.
   const uint64_t used = s.used_slots - std::min<uint64_t>(s.used_slots, moves_.leaving(r));
-  if (r == birth() && flushing_.load(std::memory_order_relaxed)) return used > 0;
+  // Flushing empties the host rung and every rung above it (T0): a block born in T0 reaches T2
+  // through T1 like any T0 victim, and one with a lower copy just leaves.
+  if (r <= birth() && flushing_.load(std::memory_order_relaxed)) return used > 0;
   return ladder_->ShouldShed(r, used);
 }
 

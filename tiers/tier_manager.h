@@ -115,8 +115,9 @@ class TierManager {
   // Blocks until the evictor has nothing to do and no demotion or promotion is in flight (tests,
   // benchmarks, shutdown).
   void Quiesce();
-  // For a clean stop: empties T1 through the evictor's usual path, as if T1 were over its high
-  // watermark until nothing in it can leave. A block with a T2 copy just leaves; one without is
+  // For a clean stop: empties T1 (and T0 above it: a block born in T0 is copied down to T1 and on)
+  // through the evictor's usual path, as if they were over their high watermarks until nothing in
+  // them can leave. A block with a T2 copy just leaves; one without is
   // offered to T2's admission policy and written (T2 evicting its own victims for room, as for
   // any demotion) or, refused, dropped. Leased blocks and open puts stay. Returns true once no
   // more can leave and every write has settled, false at `deadline` (writes in flight then finish

@@ -293,3 +293,45 @@ TEST(DeviceTierManager, LeasedT0BlocksStayAndADropFreesTheT0Slot) {
 
 }  // namespace
 }  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// A block born in T0 (a working slot published there, protocol v3) that no read copied down is
+// written to T2 by a clean stop's flush, through T1, with the checksum given when it was published.
+TEST(DeviceTierManager, AFlushWritesBlocksBornInT0ToT2) {
+  KVTIER_REQUIRE_GPU();
+  TempDir tmp;
+  auto m = Make(T0Options(16, 4, tmp.path(), 64));
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 3; ++i) {
+    // Fill a T0 slot from a T1 slot's bytes (registered host memory), as an engine's kernel would.
+    absl::StatusOr<SlotId> staging = m->AllocateForPut();
+    absl::StatusOr<SlotId> slot = m->AllocateForPut(Tier::kT0);
+    ASSERT_TRUE(staging.ok() && slot.ok()) << staging.status() << slot.status();
+    auto* data = reinterpret_cast<uint8_t*>(m->t1().SlotData(*staging));
+    const uint32_t bytes = SizeOf(i);
+    FillPayload(i, data, bytes);
+    std::promise<absl::Status> copied;
+    m->t0()->Write(*slot, BlockRecord{KeyOf(i), 3, bytes, 0}, data,
+                   [&copied](absl::Status s) { copied.set_value(s); });
+    ASSERT_TRUE(copied.get_future().get().ok());
+    ASSERT_TRUE(m->AbortPut(*staging).ok());
+    PutCommit put{KeyOf(i), 3, bytes, XXH3_64bits(data, bytes), nullptr};
+    put.tier = Tier::kT0;
+    put.working = true;
+    ASSERT_EQ(*m->CommitPut(put, *slot), CommitOutcome::kStored);
+    ASSERT_TRUE(m->Release(KeyOf(i)).ok());  // the publish's lease
+    EXPECT_TRUE(InTier(*m, i, Tier::kT0));
+    EXPECT_FALSE(InTier(*m, i, Tier::kT1));
+  }
+  ASSERT_TRUE(m->FlushT1(std::chrono::steady_clock::now() + std::chrono::seconds(60)));
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(InTier(*m, i, Tier::kT2)) << i;
+    ASSERT_TRUE(GetAndVerify(*m, i).ok()) << i;
+  }
+  EXPECT_EQ(m->Stats().integrity_drops, 0u);
+}
+
+}  // namespace
+}  // namespace kvtier
