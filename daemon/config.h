@@ -63,7 +63,7 @@ struct DaemonSettings {
   uint32_t max_connections = 256;        // clients connected at once
   uint32_t max_ring_entries = 4096;      // entries per ring one Hello may ask for
   uint32_t max_arena_bytes = 64u << 20;  // arena bytes one Hello may ask for
-  uint32_t max_working_slots = 1024;     // working slots (T0 + T1) one session may hold
+  uint32_t max_working_slots = 256;      // working slots (T0 + T1) one session may hold
 };
 
 // [metrics]: the Prometheus endpoint.

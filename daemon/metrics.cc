@@ -173,6 +173,16 @@ void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r, TierMask ti
   connected_clients_ =
       &GaugeFamily(r, "kvtier_connected_clients", "Clients connected now.").Add({});
   leases_held_ = &GaugeFamily(r, "kvtier_leases_held", "Block leases held by clients now.").Add({});
+  working_slots_ = &GaugeFamily(r, "kvtier_working_slots",
+                                "Unkeyed working slots (T0 and T1) held by clients now.")
+                        .Add({});
+  auto& ops = CounterFamily(r, "kvtier_working_slot_ops_total",
+                            "Working slots taken, published (became cached blocks), freed "
+                            "unpublished, and refused because the client held its quota "
+                            "(daemon.max_working_slots).");
+  constexpr std::array<const char*, kNumWorkOps> kWorkOpNames = {"take", "publish", "free",
+                                                                 "over_quota"};
+  for (size_t op = 0; op < kNumWorkOps; ++op) work_ops_[op] = &ops.Add({{"op", kWorkOpNames[op]}});
 }
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create(
@@ -257,6 +267,13 @@ void DaemonMetrics::SetConnectedClients(uint64_t clients) {
 
 void DaemonMetrics::AddLeases(int64_t delta) {
   leases_held_->Increment(static_cast<double>(delta));
+}
+
+void DaemonMetrics::OnWorkingSlots(WorkOp op, uint64_t count) {
+  const auto n = static_cast<double>(count);
+  work_ops_[static_cast<size_t>(op)]->Increment(n);
+  if (op == WorkOp::kTake) working_slots_->Increment(n);
+  if (op == WorkOp::kPublish || op == WorkOp::kFree) working_slots_->Decrement(n);
 }
 
 std::string DaemonMetrics::Render() const {

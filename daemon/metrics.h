@@ -87,6 +87,10 @@ enum class CopyDirection : uint8_t {
 };
 inline constexpr int kNumCopyDirections = 4;
 
+// What happened to working slots (protocol v3), for kvtier_working_slot_ops_total{op}.
+enum class WorkOp : uint8_t { kTake = 0, kPublish = 1, kFree = 2, kOverQuota = 3 };
+inline constexpr int kNumWorkOps = 4;
+
 // The latency buckets of kvtier_transfer_seconds: 10 µs to 10 s, about 3 per decade — a T1 hit is
 // tens of µs, an NVMe promotion of a 2 MiB block ~1 ms, a long get under load up to seconds.
 std::vector<double> TransferSecondsBuckets();
@@ -129,6 +133,9 @@ class DaemonMetrics {
   void AddCopiedBytes(CopyDirection direction, uint64_t bytes);
   void SetConnectedClients(uint64_t clients);
   void AddLeases(int64_t delta);  // + when leases are granted, - when released or dropped
+  // `count` working slots taken, published, freed (each also changes kvtier_working_slots) or
+  // refused over quota.
+  void OnWorkingSlots(WorkOp op, uint64_t count);
 
   // The page Prometheus would get, without HTTP (tests, `kvtier stat`).
   std::string Render() const;
@@ -156,6 +163,8 @@ class DaemonMetrics {
   std::array<prometheus::Histogram*, kNumTierMoves> move_seconds_{};  // null: tier not present
   prometheus::Gauge* connected_clients_ = nullptr;
   prometheus::Gauge* leases_held_ = nullptr;
+  prometheus::Gauge* working_slots_ = nullptr;
+  std::array<prometheus::Counter*, kNumWorkOps> work_ops_{};
 };
 
 }  // namespace kvtier

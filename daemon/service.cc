@@ -110,6 +110,7 @@ void Service::ReleaseAll(Session& session) {
   for (size_t t = 0; t < working.size(); ++t) {
     for (SlotId slot : working[t]) (void)tiers_.AbortPut(slot, TierAt(static_cast<int>(t)));
     working_slots_.fetch_sub(working[t].size(), std::memory_order_relaxed);
+    if (metrics_ != nullptr) metrics_->OnWorkingSlots(WorkOp::kFree, working[t].size());
   }
   for (const auto& [key, count] : leases) {
     for (uint32_t i = 0; i < count; ++i) (void)tiers_.Release(key);

@@ -138,7 +138,7 @@ struct ServiceOptions {
   uint32_t verify_threads = 4;
   // Most working slots (T0 and T1 together) one session may hold; 0: none (work_take answers
   // kOverQuota). The daemon.max_working_slots default.
-  uint32_t max_working_slots = 1024;
+  uint32_t max_working_slots = 256;
 };
 
 class Service {

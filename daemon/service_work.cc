@@ -47,6 +47,7 @@ std::vector<SlotResult> Service::WorkTake(Session& session, Tier tier, uint32_t 
       if (session.working_[0].size() + session.working_[1].size() >= options_.max_working_slots) {
         r.code = BlockCode::kOverQuota;
         work_over_quota_.fetch_add(1, std::memory_order_relaxed);
+        if (metrics_ != nullptr) metrics_->OnWorkingSlots(WorkOp::kOverQuota, 1);
         continue;
       }
     }
@@ -71,10 +72,12 @@ std::vector<SlotResult> Service::WorkTake(Session& session, Tier tier, uint32_t 
       (void)tiers_.AbortPut(*slot, tier);
       r.code = BlockCode::kOverQuota;
       work_over_quota_.fetch_add(1, std::memory_order_relaxed);
+      if (metrics_ != nullptr) metrics_->OnWorkingSlots(WorkOp::kOverQuota, 1);
       continue;
     }
     working_slots_.fetch_add(1, std::memory_order_relaxed);
     work_taken_.fetch_add(1, std::memory_order_relaxed);
+    if (metrics_ != nullptr) metrics_->OnWorkingSlots(WorkOp::kTake, 1);
     r = SlotResult{BlockCode::kOk, *slot, slot_bytes};
   }
   return out;
@@ -105,6 +108,7 @@ SlotResult Service::PublishOne(Session& session, Tier tier, const protocol::Work
     // The session closed meanwhile: its other working slots were freed; this one is freed here.
     (void)tiers_.AbortPut(item.slot, tier);
     working_slots_.fetch_sub(1, std::memory_order_relaxed);
+    if (metrics_ != nullptr) metrics_->OnWorkingSlots(WorkOp::kFree, 1);
     return SlotResult{BlockCode::kMissing};
   };
   if (options_.verify_puts && tier == Tier::kT1 &&
@@ -128,6 +132,7 @@ SlotResult Service::PublishOne(Session& session, Tier tier, const protocol::Work
   // Published: the slot is the block's copy now, leased to the session by CommitPut.
   working_slots_.fetch_sub(1, std::memory_order_relaxed);
   work_published_.fetch_add(1, std::memory_order_relaxed);
+  if (metrics_ != nullptr) metrics_->OnWorkingSlots(WorkOp::kPublish, 1);
   if (!HoldLease(session, key)) {
     (void)tiers_.Release(key);  // closed meanwhile: the block stays cached, unleased
     return SlotResult{BlockCode::kMissing};
@@ -158,6 +163,7 @@ std::vector<BlockCode> Service::WorkFree(Session& session, Tier tier,
     (void)tiers_.AbortPut(slots[i], tier);
     working_slots_.fetch_sub(1, std::memory_order_relaxed);
     work_freed_.fetch_add(1, std::memory_order_relaxed);
+    if (metrics_ != nullptr) metrics_->OnWorkingSlots(WorkOp::kFree, 1);
     out[i] = BlockCode::kOk;
   }
   return out;

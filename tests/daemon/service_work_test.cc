@@ -6,6 +6,7 @@
 
 #include <future>
 
+#include "daemon/metrics.h"
 #include "daemon/service.h"
 #include "tests/tiers/tier_manager_test_util.h"
 
@@ -180,6 +181,36 @@ TEST_F(ServiceWorkTest, WithoutAT0NoT0SlotIsTaken) {
   auto s = Open();
   EXPECT_EQ(service_->WorkTake(*s, Tier::kT0, 1)[0].code, BlockCode::kFailed);
   EXPECT_EQ(s->working_slots(), 0u);
+}
+
+TEST(ServiceWorkMetricsTest, WorkingSlotsAreCountedAndTheGaugeFollowsThem) {
+  auto m = TierManager::Create(ManagerOptions(16, "", 0));
+  ASSERT_TRUE(m.ok()) << m.status();
+  KeyScope scope = *KeyScope::Load("");
+  auto metrics = DaemonMetrics::Create("");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  ServiceOptions options;
+  options.max_working_slots = 3;
+  Service service(**m, scope, nullptr, metrics->get(), options);
+  Namespace ns;
+  ns.model_id = "m";
+  auto s = *service.Open(ns);
+  std::vector<SlotResult> taken = service.WorkTake(*s, Tier::kT1, 4);  // 3 taken, 1 over quota
+  auto* data = reinterpret_cast<uint8_t*>((*m)->t1().SlotData(taken[0].slot));
+  testing::FillPayload(1, data, 4096);
+  protocol::WorkPublishItem item{K(1), std::nullopt, XXH3_64bits(data, 4096), taken[0].slot, 4096};
+  ASSERT_EQ(service.WorkPublish(*s, Tier::kT1, std::vector{item})[0].code, BlockCode::kOk);
+  ASSERT_EQ(service.WorkFree(*s, Tier::kT1, std::vector<uint32_t>{taken[1].slot})[0],
+            BlockCode::kOk);
+  std::string page = (*metrics)->Render();
+  EXPECT_NE(page.find("kvtier_working_slots 1\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("kvtier_working_slot_ops_total{op=\"take\"} 3\n"), std::string::npos);
+  EXPECT_NE(page.find("kvtier_working_slot_ops_total{op=\"publish\"} 1\n"), std::string::npos);
+  EXPECT_NE(page.find("kvtier_working_slot_ops_total{op=\"over_quota\"} 1\n"), std::string::npos);
+  service.Close(*s);  // the last slot goes back with the session
+  page = (*metrics)->Render();
+  EXPECT_NE(page.find("kvtier_working_slots 0\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("kvtier_working_slot_ops_total{op=\"free\"} 2\n"), std::string::npos);
 }
 
 TEST(ServiceWorkVerifyTest, VerifyPutsRefusesAPayloadThatIsNotItsChecksumAndKeepsTheSlot) {
