@@ -295,7 +295,7 @@ TEST_F(ServiceTest, PutBeginGivesOneSlotPerKeyWithTheSizeAsked) {
 
 // Gets, releases and puts of one session from several threads at once, then its close: the
 // session's bookkeeping (under its absl::Mutex) stays exact. Under ThreadSanitizer this is the
-// test that sees the session's locking (tests/daemon/tsan_absl_mutex.cc makes it visible).
+// test that sees the session's locking (tests/common/tsan_absl_mutex.cc makes it visible).
 TEST_F(ServiceTest, ConcurrentCallsOnOneSessionKeepItsLeasesExact) {
   auto writer = Open(Ns("m")), s = Open(Ns("m"));
   ASSERT_EQ(PutN(*writer, 0, 4), std::vector<BlockCode>(4, BlockCode::kOk));
