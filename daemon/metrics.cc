@@ -108,7 +108,7 @@ std::vector<std::string> MetricFamilyNames() {
           "kvtier_build_info", "kvtier_lookups_total", "kvtier_lookup_blocks_total",
           "kvtier_hit_blocks_total", "kvtier_hit_tokens_total", "kvtier_miss_tokens_total",
           "kvtier_moved_bytes_total", "kvtier_transfer_seconds", "kvtier_connected_clients",
-          "kvtier_leases_held",
+          "kvtier_leases_held", "kvtier_working_slots", "kvtier_working_slot_ops_total",
           // Read from the tier manager at scrape time.
           "kvtier_tier_capacity_bytes", "kvtier_tier_used_bytes", "kvtier_tier_admitting",
           "kvtier_tier_io_errors_total", "kvtier_evictions_total", "kvtier_clean_evictions_total",
