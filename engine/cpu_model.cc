@@ -17,22 +17,18 @@ namespace kvtier::engine {
 
 namespace ref = ops::ref;
 
-// Per-call activations; every array is [n, ...] for the n tokens of the call.
+// Per-call activations; every array is [n, ...] for the n tokens of the step.
 struct CpuModel::Scratch {
   int64_t n = 0;
-  std::vector<int32_t> positions;    // [n]
-  std::vector<int64_t> token_slots;  // [n]  where each new token's K/V goes in the pool
-  std::vector<float> h;              // [n, hidden]  the current sublayer's input / output
-  std::vector<float> residual;       // [n, hidden]  the residual stream
-  std::vector<float> qkv;            // [n, q_dim + 2 kv_dim]
-  std::vector<float> q, k, v;        // [n, q_dim], [n, kv_dim], [n, kv_dim]
-  std::vector<float> attn;           // [n, q_dim]
-  std::vector<float> gate_up;        // [n, 2 intermediate]
-  std::vector<float> act;            // [n, intermediate]
+  std::vector<float> h;         // [n, hidden]  the current sublayer's input / output
+  std::vector<float> residual;  // [n, hidden]  the residual stream
+  std::vector<float> qkv;       // [n, q_dim + 2 kv_dim]
+  std::vector<float> q, k, v;   // [n, q_dim], [n, kv_dim], [n, kv_dim]
+  std::vector<float> attn;      // [n, q_dim]
+  std::vector<float> gate_up;   // [n, 2 intermediate]
+  std::vector<float> act;       // [n, intermediate]
 
-  // Sizes every array for the n tokens at positions start.. of a sequence with `block_table`.
-  Scratch(const ModelConfig& c, int64_t tokens, int64_t start, std::span<const int32_t> block_table,
-          int64_t block_tokens)
+  Scratch(const ModelConfig& c, int64_t tokens)
       : n(tokens),
         h(n * c.hidden_size),
         residual(n * c.hidden_size),
@@ -42,14 +38,7 @@ struct CpuModel::Scratch {
         v(n * c.kv_dim()),
         attn(n * c.q_dim()),
         gate_up(n * 2 * c.intermediate_size),
-        act(n * c.intermediate_size) {
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t pos = start + i;
-      positions.push_back(static_cast<int32_t>(pos));
-      token_slots.push_back(int64_t{block_table[pos / block_tokens]} * block_tokens +
-                            pos % block_tokens);
-    }
-  }
+        act(n * c.intermediate_size) {}
 };
 
 absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(const std::string& dir) {
@@ -71,44 +60,17 @@ ops::PagedKvGeometry CpuModel::KvGeometry(int64_t block_tokens) const {
           .head_dim = config_.head_dim};
 }
 
-absl::Status CpuModel::Check(std::span<const int32_t> tokens, int64_t start,
-                             std::span<const int32_t> block_table, const CpuKvPool& pool) const {
-  if (tokens.empty()) return absl::InvalidArgumentError("Forward: no tokens");
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || static_cast<uint32_t>(tokens[i]) >= config_.vocab_size) {
-      return absl::InvalidArgumentError(
-          fmt::format("token {} at index {} is outside the vocabulary of {} ({} tokens)", tokens[i],
-                      i, config_.name, config_.vocab_size));
-    }
-  }
-  const int64_t end = start + static_cast<int64_t>(tokens.size());
-  if (start < 0 || end > config_.max_position_embeddings) {
-    return absl::InvalidArgumentError(fmt::format(
-        "positions {}..{} exceed the context of {} ({} tokens, max_position_embeddings)", start,
-        end - 1, config_.name, config_.max_position_embeddings));
-  }
+absl::Status CpuModel::CheckPool(const CpuKvPool& pool) const {
   const ops::PagedKvGeometry& g = pool.geometry();
   if (g.layers != config_.num_layers || g.kv_heads != config_.num_kv_heads ||
       g.head_dim != config_.head_dim) {
     return absl::InvalidArgumentError("Forward: the KV pool's geometry is not this model's");
   }
-  const int64_t blocks = (end + g.block_tokens - 1) / g.block_tokens;
-  if (static_cast<int64_t>(block_table.size()) < blocks) {
-    return absl::InvalidArgumentError(
-        fmt::format("Forward: {} tokens need {} blocks; the block table has {}", end, blocks,
-                    block_table.size()));
-  }
-  for (int64_t b = 0; b < blocks; ++b) {
-    if (block_table[b] < 0 || block_table[b] >= pool.num_slots()) {
-      return absl::InvalidArgumentError(fmt::format(
-          "Forward: block table entry {} is slot {}, not in the pool", b, block_table[b]));
-    }
-  }
   return absl::OkStatus();
 }
 
-void CpuModel::Attention(int64_t layer, Scratch& s, int64_t start,
-                         std::span<const int32_t> block_table, CpuKvPool& pool) const {
+void CpuModel::Attention(int64_t layer, Scratch& s, const ForwardPlan& plan,
+                         CpuKvPool& pool) const {
   const HostLayerWeights& w = weights_.layers[layer];
   const int64_t n = s.n, hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t q_dim = config_.q_dim(), kv_dim = config_.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
@@ -125,24 +87,22 @@ void CpuModel::Attention(int64_t layer, Scratch& s, int64_t start,
     ref::RmsNorm(s.q.data(), w.q_norm.data(), n * config_.num_heads, hd, eps, s.q.data());
     ref::RmsNorm(s.k.data(), w.k_norm.data(), n * config_.num_kv_heads, hd, eps, s.k.data());
   }
-  ref::ApplyRope(s.q.data(), s.positions.data(), inv_freq_.data(), n, config_.num_heads, hd);
-  ref::ApplyRope(s.k.data(), s.positions.data(), inv_freq_.data(), n, config_.num_kv_heads, hd);
+  ref::ApplyRope(s.q.data(), plan.positions.data(), inv_freq_.data(), n, config_.num_heads, hd);
+  ref::ApplyRope(s.k.data(), plan.positions.data(), inv_freq_.data(), n, config_.num_kv_heads, hd);
   const ops::PagedKvGeometry& g = pool.geometry();
-  ref::WriteKv(s.k.data(), s.v.data(), s.token_slots.data(), n, g, layer, pool.data());
+  ref::WriteKv(s.k.data(), s.v.data(), plan.token_slots.data(), n, g, layer, pool.data());
   const ops::AttentionParams params{.kv = g,
                                     .layer = layer,
                                     .q_heads = config_.num_heads,
                                     .scale = 1.0f / std::sqrt(static_cast<float>(hd)),
                                     .sliding_window = config_.sliding_window};
-  const int32_t kv_len = static_cast<int32_t>(start + n);
-  const int64_t max_blocks = static_cast<int64_t>(block_table.size());
-  if (n == 1) {  // decode: the decode kernel's path
-    ref::AttentionDecode(params, s.q.data(), &kv_len, block_table.data(), max_blocks, 1,
-                         pool.data(), s.attn.data());
+  if (plan.decode_only()) {  // one query per sequence: the decode kernel's path
+    ref::AttentionDecode(params, s.q.data(), plan.kv_lens.data(), plan.block_tables.data(),
+                         plan.max_blocks, plan.batch, pool.data(), s.attn.data());
   } else {
-    const int32_t q_indptr[2] = {0, static_cast<int32_t>(n)};
-    ref::AttentionPrefill(params, s.q.data(), q_indptr, &kv_len, block_table.data(), max_blocks, 1,
-                          pool.data(), s.attn.data());
+    ref::AttentionPrefill(params, s.q.data(), plan.q_indptr.data(), plan.kv_lens.data(),
+                          plan.block_tables.data(), plan.max_blocks, plan.batch, pool.data(),
+                          s.attn.data());
   }
   ref::Gemm(s.attn.data(), w.o_proj.data(), nullptr, n, hidden, q_dim, s.h.data());
 }
@@ -158,15 +118,39 @@ void CpuModel::Mlp(int64_t layer, Scratch& s) const {
 absl::Status CpuModel::Forward(std::span<const int32_t> tokens, int64_t start,
                                std::span<const int32_t> block_table, CpuKvPool& pool,
                                bool all_logits, std::vector<float>* logits) const {
-  KVTIER_RETURN_IF_ERROR(Check(tokens, start, block_table, pool));
-  const int64_t n = static_cast<int64_t>(tokens.size()), hidden = config_.hidden_size;
-  Scratch s(config_, n, start, block_table, pool.geometry().block_tokens);
+  const ChunkInput chunk{.tokens = tokens, .start = start, .block_table = block_table};
+  KVTIER_RETURN_IF_ERROR(CheckPool(pool));
+  KVTIER_RETURN_IF_ERROR(
+      CheckBatch({&chunk, 1}, config_, pool.geometry().block_tokens, pool.num_slots()));
+  const ForwardPlan plan = PlanForward({&chunk, 1}, pool.geometry().block_tokens);
+  std::vector<int32_t> rows(all_logits ? plan.total : 1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i] = static_cast<int32_t>(plan.total - static_cast<int64_t>(rows.size() - i));
+  }
+  Run(plan, pool, rows, logits);
+  return absl::OkStatus();
+}
+
+absl::Status CpuModel::Forward(std::span<const ChunkInput> batch, CpuKvPool& pool,
+                               std::vector<float>* logits) const {
+  KVTIER_RETURN_IF_ERROR(CheckPool(pool));
+  KVTIER_RETURN_IF_ERROR(
+      CheckBatch(batch, config_, pool.geometry().block_tokens, pool.num_slots()));
+  const ForwardPlan plan = PlanForward(batch, pool.geometry().block_tokens);
+  Run(plan, pool, plan.last_rows, logits);
+  return absl::OkStatus();
+}
+
+void CpuModel::Run(const ForwardPlan& plan, CpuKvPool& pool, std::span<const int32_t> rows,
+                   std::vector<float>* logits) const {
+  const int64_t n = plan.total, hidden = config_.hidden_size;
+  Scratch s(config_, n);
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  ref::Embedding(tokens.data(), n, weights_.embed.data(), config_.vocab_size, hidden,
+  ref::Embedding(plan.ids.data(), n, weights_.embed.data(), config_.vocab_size, hidden,
                  s.residual.data());
   ref::RmsNorm(s.residual.data(), weights_.layers[0].input_norm.data(), n, hidden, eps, s.h.data());
   for (int64_t l = 0; l < config_.num_layers; ++l) {
-    Attention(l, s, start, block_table, pool);
+    Attention(l, s, plan, pool);
     ref::FusedAddRmsNorm(s.h.data(), s.residual.data(), weights_.layers[l].post_norm.data(), n,
                          hidden, eps);
     Mlp(l, s);
@@ -175,11 +159,15 @@ absl::Status CpuModel::Forward(std::span<const int32_t> tokens, int64_t start,
         last ? weights_.final_norm.data() : weights_.layers[l + 1].input_norm.data();
     ref::FusedAddRmsNorm(s.h.data(), s.residual.data(), next_norm, n, hidden, eps);
   }
-  const int64_t rows = all_logits ? n : 1;
-  const float* from = s.h.data() + (n - rows) * hidden;
-  logits->resize(rows * config_.vocab_size);
-  ref::Gemm(from, weights_.output(), nullptr, rows, config_.vocab_size, hidden, logits->data());
-  return absl::OkStatus();
+  // The chosen rows side by side, then one GEMM: each logit row is computed from its own row only.
+  std::vector<float> picked(rows.size() * hidden);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(s.h.data() + int64_t{rows[i]} * hidden, hidden, picked.data() + i * hidden);
+  }
+  const auto m = static_cast<int64_t>(rows.size());
+  logits->resize(m * config_.vocab_size);
+  ref::Gemm(picked.data(), weights_.output(), nullptr, m, config_.vocab_size, hidden,
+            logits->data());
 }
 
 }  // namespace kvtier::engine

@@ -18,6 +18,7 @@
 
 #include "common/status.h"
 #include "engine/cpu_kv_pool.h"
+#include "engine/forward_batch.h"
 #include "engine/model_config.h"
 #include "engine/weights.h"
 #include "kernels/ops/paged_kv.h"
@@ -47,13 +48,22 @@ class CpuModel {
                        std::span<const int32_t> block_table, CpuKvPool& pool, bool all_logits,
                        std::vector<float>* logits) const;
 
+  // One step over several sequences at once (forward_batch.h): each entry's chunk is run as the
+  // single-sequence Forward would run it, and gives the same numbers (every operator computes a
+  // token's row independently of the others in the step). Entries must not share the slots they
+  // write. logits: resized to [batch, vocab], row b the last token's of entry b.
+  // InvalidArgument as CheckBatch says; nothing is written then.
+  absl::Status Forward(std::span<const ChunkInput> batch, CpuKvPool& pool,
+                       std::vector<float>* logits) const;
+
  private:
   struct Scratch;
-  absl::Status Check(std::span<const int32_t> tokens, int64_t start,
-                     std::span<const int32_t> block_table, const CpuKvPool& pool) const;
+  absl::Status CheckPool(const CpuKvPool& pool) const;
+  // Runs the plan's tokens; logits [rows.size(), vocab] of the given rows of the step.
+  void Run(const ForwardPlan& plan, CpuKvPool& pool, std::span<const int32_t> rows,
+           std::vector<float>* logits) const;
   // h [n, hidden] (normalized input) -> h = attention output after o_proj.
-  void Attention(int64_t layer, Scratch& s, int64_t start, std::span<const int32_t> block_table,
-                 CpuKvPool& pool) const;
+  void Attention(int64_t layer, Scratch& s, const ForwardPlan& plan, CpuKvPool& pool) const;
   // h [n, hidden] (normalized input) -> h = MLP output.
   void Mlp(int64_t layer, Scratch& s) const;
 
