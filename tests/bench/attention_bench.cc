@@ -6,8 +6,10 @@
 //   GEMM tiled our tiled kernel at the same shape (the HIP build's GEMM; float32 SIMT arithmetic)
 //   HBM copy   a 1 GiB device-to-device copy, counted as bytes read + written
 //
-// Prefill: one sequence of N new tokens (no cached prefix), causal, on the default kernel (tensor
-// cores where the device has them) and, at 8K, on the portable SIMT kernel the HIP build runs: 4 *
+// Prefill: one sequence of N new tokens (no cached prefix), causal, on the default kernel (wgmma on
+// an H100, else mma.sync where the device has it), on mma.sync (KVTIER_PREFILL_KERNEL=mma) and, at
+// 8K, on the portable SIMT kernel the HIP build runs; the largest difference of each kernel's
+// output from the default one's is printed under the table: 4 *
 // q_heads * head_dim * N(N+1)/2 FLOPs. Decode: batch B, one query each against N cached tokens: the
 // K/V bytes read (2 * N * kv_heads * head_dim * 2 bytes per sequence) over the time. GPU event
 // times, best of
@@ -18,11 +20,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/gpu_runtime.h"
@@ -123,7 +127,53 @@ int32_t* Upload(Arena& arena, const std::vector<int32_t>& v) {
   return d;
 }
 
-Row Prefill(int64_t n, bool portable, int repeat, gpu::StreamHandle stream) {
+// Which prefill kernel a row times: the default (wgmma on an H100), mma.sync (forced by
+// KVTIER_PREFILL_KERNEL=mma) or the portable SIMT kernel.
+enum class Kernel { kDefault, kMma, kPortable };
+
+const char* KernelLabel(Kernel k) {
+  return k == Kernel::kMma ? " (mma.sync)" : k == Kernel::kPortable ? " (portable SIMT)" : "";
+}
+
+// Outputs of the default kernel, by prompt length, to compare the others with.
+std::vector<std::pair<int64_t, std::vector<uint16_t>>> g_default_out;
+std::vector<std::string> g_diffs;
+
+float Bf16ToFloat(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Keeps the default kernel's output of n tokens, or prints how far another kernel's is from it.
+void Compare(int64_t n, Kernel k, const void* out, size_t elems) {
+  std::vector<uint16_t> host(elems);
+  Check(gpu::CopyAsync(host.data(), out, elems * 2, nullptr), "download");
+  Check(gpu::DeviceSynchronize(), "download");
+  if (k == Kernel::kDefault) {
+    g_default_out.emplace_back(n, std::move(host));
+    return;
+  }
+  for (const auto& [len, want] : g_default_out) {
+    if (len != n) continue;
+    double worst = 0;
+    for (size_t i = 0; i < elems; ++i) {
+      worst = std::max(worst,
+                       static_cast<double>(std::abs(Bf16ToFloat(host[i]) - Bf16ToFloat(want[i]))));
+    }
+    g_diffs.push_back(
+        fmt::format("max |default - {}| at {} tokens: {:.4g}", KernelLabel(k), n, worst));
+  }
+}
+
+Row Prefill(int64_t n, Kernel kernel, int repeat, gpu::StreamHandle stream) {
+  const bool portable = kernel == Kernel::kPortable;
+  if (kernel == Kernel::kMma) {
+    setenv("KVTIER_PREFILL_KERNEL", "mma", 1);
+  } else {
+    unsetenv("KVTIER_PREFILL_KERNEL");
+  }
   Arena arena;
   const ops::AttentionParams p = Params();
   const int64_t blocks = (n + kBlockTokens - 1) / kBlockTokens;
@@ -139,8 +189,10 @@ Row Prefill(int64_t n, bool portable, int repeat, gpu::StreamHandle stream) {
   const auto run = portable ? ops::gpu::AttentionPrefillPortable : ops::gpu::AttentionPrefill;
   const double s = BestSeconds(
       repeat, stream, [&] { Check(run(DType::kBf16, p, b, indptr, n, stream), "prefill"); });
+  unsetenv("KVTIER_PREFILL_KERNEL");
+  Compare(n, kernel, b.out, n * kQHeads * kHeadDim);
   const double flops = 4.0 * kQHeads * kHeadDim * (static_cast<double>(n) * (n + 1) / 2);
-  return {fmt::format("attention prefill{}, {} tokens", portable ? " (portable SIMT)" : "", n), s,
+  return {fmt::format("attention prefill{}, {} tokens", KernelLabel(kernel), n), s,
           flops / s / 1e12, -1};
 }
 
@@ -208,11 +260,13 @@ int Run(int repeat) {
   rows.push_back(Gemm(false, repeat, h));
   rows.push_back(Gemm(true, repeat, h));
   rows.push_back(Copy(repeat, h));
-  for (int64_t n : {1024, 8192, 32768}) rows.push_back(Prefill(n, false, repeat, h));
-  rows.push_back(Prefill(8192, true, repeat, h));
+  for (int64_t n : {1024, 8192, 32768}) rows.push_back(Prefill(n, Kernel::kDefault, repeat, h));
+  for (int64_t n : {1024, 8192, 32768}) rows.push_back(Prefill(n, Kernel::kMma, repeat, h));
+  rows.push_back(Prefill(8192, Kernel::kPortable, repeat, h));
   for (int64_t n : {1024, 8192, 32768}) rows.push_back(Decode(1, n, repeat, h));
   rows.push_back(Decode(8, 8192, repeat, h));
   Print(rows);
+  for (const std::string& d : g_diffs) std::printf("%s\n", d.c_str());
   return 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 
@@ -88,8 +89,20 @@ ops::gpu::AttentionBatch Batch(const Setup& s, int64_t batch, DeviceBuffer& out)
   return b;
 }
 
-// Both prefill kernels of this build (the tensor-core one where the device has it, and the
-// portable SIMT one the HIP build runs) against one reference result.
+// Every prefill kernel of this build against one reference result: the default (wgmma on an H100
+// at head_dim 128, else mma.sync where the device has it), mma.sync forced by
+// KVTIER_PREFILL_KERNEL=mma, and the portable SIMT one the HIP build runs.
+enum class Kernel { kDefault, kMma, kPortable };
+
+// Sets KVTIER_PREFILL_KERNEL for its lifetime (the launcher reads it at each call).
+class PrefillKernelEnv {
+ public:
+  explicit PrefillKernelEnv(Kernel k) {
+    if (k == Kernel::kMma) setenv("KVTIER_PREFILL_KERNEL", "mma", 1);
+  }
+  ~PrefillKernelEnv() { unsetenv("KVTIER_PREFILL_KERNEL"); }
+};
+
 void CheckPrefill(DType dtype, const Case& c) {
   Setup s;
   Build(dtype, c, s);
@@ -100,14 +113,19 @@ void CheckPrefill(DType dtype, const Case& c) {
   ops::ref::AttentionPrefill(s.params, s.q.data(), s.q_indptr.data(), c.kv_lens.data(),
                              s.tables.data(), s.max_blocks, batch, s.pool.data(), want.data());
   const int64_t max_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
-  for (const bool portable : {false, true}) {
+  for (const Kernel kernel : {Kernel::kDefault, Kernel::kMma, Kernel::kPortable}) {
+    const bool portable = kernel == Kernel::kPortable;
     const Tolerance tol = portable ? AttentionTolerance(dtype) : MmaPrefillTolerance(dtype);
     DeviceBuffer out(out_elems * 2);
     const auto run = portable ? ops::gpu::AttentionPrefillPortable : ops::gpu::AttentionPrefill;
-    KVTIER_ASSERT_OK(
-        run(dtype, s.params, Batch(s, batch, out), s.indptr_dev.as<int32_t>(), max_q, nullptr));
+    {
+      PrefillKernelEnv env(kernel);
+      KVTIER_ASSERT_OK(
+          run(dtype, s.params, Batch(s, batch, out), s.indptr_dev.as<int32_t>(), max_q, nullptr));
+    }
+    const char* names[] = {"default kernel", "mma.sync kernel", "portable kernel"};
     EXPECT_TRUE(Near(Widen(dtype, out.Download<uint16_t>(out_elems)), want, tol.atol, tol.rtol))
-        << (portable ? "portable kernel" : "default kernel");
+        << names[static_cast<int>(kernel)];
   }
 }
 
@@ -150,6 +168,17 @@ TEST_P(AttentionGpu, PrefillChunkAfterCachedPrefix) {
 // A few thousand tokens of context: 3,500 cached, 96 new.
 TEST_P(AttentionGpu, PrefillLongContext) {
   CheckPrefill(GetParam(), Case{.kv_lens = {3596}, .q_lens = {96}});
+}
+
+// Many tiles of keys and query blocks: 900 new tokens after a 100-token prefix (not a multiple of
+// any kernel's tile), so blocks run through up to eight 128-key tiles, masked and whole.
+TEST_P(AttentionGpu, PrefillManyTiles) {
+  CheckPrefill(GetParam(), Case{.kv_lens = {1000}, .q_lens = {900}});
+}
+
+// Blocks of 12 tokens: not a power of two, so the kernels' general block-table arithmetic runs.
+TEST_P(AttentionGpu, PrefillBlocksNotPowerOfTwo) {
+  CheckPrefill(GetParam(), Case{.block_tokens = 12, .kv_lens = {400, 130}, .q_lens = {300, 130}});
 }
 
 // Ragged: a fresh prompt, one token after a long prefix, a chunk after a short prefix; block

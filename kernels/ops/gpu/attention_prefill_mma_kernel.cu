@@ -19,6 +19,9 @@
 
 #include "kernels/device_caps.h"
 #include "kernels/ops/gpu/launch.h"
+#if defined(KVTIER_HAS_PTX_MMA)
+#include "kernels/ops/gpu/attention_prefill_wgmma.h"
+#endif
 
 namespace kvtier::ops::gpu_launch {
 
@@ -410,6 +413,9 @@ bool DeviceHasMma() {
 
 int AttentionPrefillMma(bool bf16, const AttentionArgs& a, const int32_t* q_indptr,
                         int64_t max_q_len, void* stream) {
+  // Hopper first (attention_prefill_wgmma_kernel.cu): it declines other devices and head sizes.
+  const int wgmma = AttentionPrefillWgmma(bf16, a, q_indptr, max_q_len, stream);
+  if (wgmma != kNoMmaKernel) return wgmma;
   const int64_t d = a.kv.head_dim;
   if ((d != 64 && d != 128) || !DeviceHasMma()) return kNoMmaKernel;
   if (d == 64) {
