@@ -1,0 +1,127 @@
+#include "engine/llm_engine.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "index/namespace.h"
+
+namespace kvtier::engine {
+namespace {
+
+// The prefix cache's namespace root: blocks of another model, KV dtype or block size never match.
+absl::StatusOr<BlockKey> Root(const ModelBackend& backend) {
+  Namespace ns;
+  ns.model_id = backend.config().name;
+  ns.dtype = backend.kv_dtype();
+  ns.block_tokens = static_cast<uint32_t>(backend.block_tokens());
+  KVTIER_RETURN_IF_ERROR(ns.Validate());
+  return NamespaceRoot(ns);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlmEngine>> LlmEngine::Create(std::unique_ptr<ModelBackend> backend,
+                                                             const EngineOptions& options) {
+  const ModelConfig& config = backend->config();
+  SchedulerOptions s;
+  s.max_running = options.max_running;
+  s.max_step_tokens = options.max_step_tokens;
+  s.max_model_len =
+      options.max_model_len > 0 ? options.max_model_len : config.max_position_embeddings;
+  for (uint32_t id : config.generation.eos_token_ids) {
+    s.eos_token_ids.push_back(static_cast<int32_t>(id));
+  }
+  KVTIER_RETURN_IF_ERROR(s.Validate());
+  if (s.max_model_len > config.max_position_embeddings) {
+    return absl::InvalidArgumentError(
+        fmt::format("engine: max_model_len {} is past the context of {} ({} tokens)",
+                    s.max_model_len, config.name, config.max_position_embeddings));
+  }
+  if (s.max_step_tokens > backend->max_step_tokens()) {
+    return absl::InvalidArgumentError(
+        fmt::format("engine: max_step_tokens {} is more than the backend holds ({})",
+                    s.max_step_tokens, backend->max_step_tokens()));
+  }
+  KVTIER_ASSIGN_OR_RETURN(const BlockKey root, Root(*backend));
+  auto blocks = std::make_unique<BlockManager>(backend->num_slots(), backend->block_tokens(), root,
+                                               options.prefix_caching);
+  auto scheduler = std::make_unique<Scheduler>(std::move(s), *blocks);
+  return std::unique_ptr<LlmEngine>(
+      new LlmEngine(std::move(backend), std::move(blocks), std::move(scheduler)));
+}
+
+LlmEngine::LlmEngine(std::unique_ptr<ModelBackend> backend, std::unique_ptr<BlockManager> blocks,
+                     std::unique_ptr<Scheduler> scheduler)
+    : backend_(std::move(backend)), blocks_(std::move(blocks)), scheduler_(std::move(scheduler)) {}
+
+absl::StatusOr<uint64_t> LlmEngine::Add(std::vector<int32_t> prompt,
+                                        const RequestOptions& options) {
+  const uint32_t vocab = backend_->config().vocab_size;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || static_cast<uint32_t>(prompt[i]) >= vocab) {
+      return absl::InvalidArgumentError(
+          fmt::format("request: token {} at index {} is outside the vocabulary ({} tokens)",
+                      prompt[i], i, vocab));
+    }
+  }
+  const uint64_t id = next_id_;
+  KVTIER_RETURN_IF_ERROR(
+      scheduler_->Add(std::make_unique<Sequence>(id, std::move(prompt), options)));
+  ++next_id_;
+  return id;
+}
+
+absl::StatusOr<StepOutput> LlmEngine::Step() {
+  StepOutput out;
+  const StepPlan plan = scheduler_->Schedule();
+  if (plan.empty()) {
+    if (!scheduler_->idle()) {
+      return absl::InternalError("engine: requests wait but none could be scheduled");
+    }
+    CollectFinished(out);
+    return out;
+  }
+  std::vector<ChunkInput> batch;
+  std::vector<SampleSpec> samples;
+  for (const ScheduledChunk& c : plan.chunks) {
+    const std::span<const int32_t> tokens(c.seq->tokens());
+    batch.push_back({.tokens = tokens.subspan(c.start, c.n),
+                     .start = c.start,
+                     .block_table = c.seq->block_table()});
+    samples.push_back({.wanted = c.samples(),
+                       .params = c.seq->options().sampling,
+                       .step = static_cast<uint64_t>(c.seq->num_completion_tokens())});
+  }
+  KVTIER_ASSIGN_OR_RETURN(const std::vector<int32_t> chosen, backend_->Step(batch, samples));
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    if (samples[i].wanted) out.tokens.push_back({plan.chunks[i].seq->id(), chosen[i]});
+  }
+  scheduler_->Update(plan, chosen);
+  CollectFinished(out);
+  return out;
+}
+
+void LlmEngine::CollectFinished(StepOutput& out) {
+  for (std::unique_ptr<Sequence>& seq : scheduler_->TakeFinished()) {
+    const std::span<const int32_t> completion = seq->completion();
+    out.finished.push_back({.id = seq->id(),
+                            .tokens = std::vector<int32_t>(completion.begin(), completion.end()),
+                            .finish_reason = seq->finish_reason(),
+                            .prompt_tokens = seq->num_prompt_tokens(),
+                            .cached_tokens = seq->cached_tokens(),
+                            .model_tokens = seq->model_tokens(),
+                            .preemptions = seq->preemptions()});
+  }
+}
+
+absl::StatusOr<std::vector<RequestOutput>> LlmEngine::RunUntilIdle() {
+  std::vector<RequestOutput> done;
+  do {
+    KVTIER_ASSIGN_OR_RETURN(StepOutput out, Step());
+    for (RequestOutput& r : out.finished) done.push_back(std::move(r));
+  } while (!scheduler_->idle());
+  return done;
+}
+
+}  // namespace kvtier::engine

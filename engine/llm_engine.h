@@ -1,0 +1,90 @@
+// The engine loop (nano-vllm's LLMEngine): requests are added at any time between steps, and each
+// step is
+//   schedule (scheduler.h) -> one batched forward over every scheduled chunk (model_backend.h)
+//   -> choose a token for each sequence that computed its last token -> append, stop, release.
+// The prefix cache (block_manager.h) is keyed by the daemon's block keys under a namespace built
+// from the model's name, the KV dtype and block_tokens.
+//
+// Thread-safety: not thread-safe; one thread drives it (a server puts it behind its own queue).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/block_manager.h"
+#include "engine/model_backend.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+
+namespace kvtier::engine {
+
+struct EngineOptions {
+  int32_t max_running = 64;       // SchedulerOptions'
+  int64_t max_step_tokens = 512;  // SchedulerOptions'; at most the backend's max_step_tokens()
+  int64_t max_model_len = 0;      // 0: the model's max_position_embeddings
+  bool prefix_caching = true;
+};
+
+// A finished request.
+struct RequestOutput {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;  // the output, the stop token included
+  FinishReason finish_reason = FinishReason::kNone;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // taken from the prefix cache (over every admission)
+  int64_t model_tokens = 0;   // run through the model (recomputation included)
+  int32_t preemptions = 0;
+};
+
+// What one step produced.
+struct StepOutput {
+  struct Token {
+    uint64_t id;
+    int32_t token;
+  };
+  std::vector<Token> tokens;            // every token chosen in the step, for streaming
+  std::vector<RequestOutput> finished;  // requests that finished (or were cancelled) since the
+                                        // last step
+};
+
+class LlmEngine {
+ public:
+  // InvalidArgument for limits out of range (non-positive, or a step larger than the backend
+  // holds, or max_model_len past the model's context).
+  static absl::StatusOr<std::unique_ptr<LlmEngine>> Create(std::unique_ptr<ModelBackend> backend,
+                                                           const EngineOptions& options);
+
+  // Queues a request; returns its id (1, 2, ... in order of arrival). InvalidArgument for a token
+  // outside the vocabulary and whatever Scheduler::Add refuses.
+  absl::StatusOr<uint64_t> Add(std::vector<int32_t> prompt, const RequestOptions& options);
+
+  // Cancels a waiting or running request: it comes out of the next Step as kCancelled. False if
+  // no unfinished request has that id.
+  bool Cancel(uint64_t id) { return scheduler_->Cancel(id); }
+
+  // One step (nothing to do: an empty output). On a backend error the step's sequences have not
+  // advanced; the error is returned and the engine may be stepped again.
+  absl::StatusOr<StepOutput> Step();
+
+  // Steps until no request waits or runs; the finished requests in order of finishing.
+  absl::StatusOr<std::vector<RequestOutput>> RunUntilIdle();
+
+  bool idle() const { return scheduler_->idle(); }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const BlockManager& block_manager() const { return *blocks_; }
+  ModelBackend& backend() { return *backend_; }
+
+ private:
+  LlmEngine(std::unique_ptr<ModelBackend> backend, std::unique_ptr<BlockManager> blocks,
+            std::unique_ptr<Scheduler> scheduler);
+  void CollectFinished(StepOutput& out);
+
+  std::unique_ptr<ModelBackend> backend_;
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace kvtier::engine

@@ -1,0 +1,168 @@
+#include "engine/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace kvtier::engine {
+
+absl::Status SchedulerOptions::Validate() const {
+  if (max_running < 1) return absl::InvalidArgumentError("scheduler: max_running must be >= 1");
+  if (max_step_tokens < 1) {
+    return absl::InvalidArgumentError("scheduler: max_step_tokens must be >= 1");
+  }
+  if (max_model_len < 1) return absl::InvalidArgumentError("scheduler: max_model_len must be >= 1");
+  return absl::OkStatus();
+}
+
+Scheduler::Scheduler(SchedulerOptions options, BlockManager& blocks)
+    : options_(std::move(options)), blocks_(blocks) {}
+
+absl::Status Scheduler::Add(std::unique_ptr<Sequence> seq) {
+  const int64_t prompt = seq->num_tokens();
+  if (prompt == 0) return absl::InvalidArgumentError("request: the prompt is empty");
+  if (seq->options().max_tokens < 1) {
+    return absl::InvalidArgumentError("request: max_tokens must be >= 1");
+  }
+  if (prompt > options_.max_model_len) {
+    return absl::InvalidArgumentError(
+        fmt::format("request: the prompt has {} tokens; the context holds {} (max_model_len)",
+                    prompt, options_.max_model_len));
+  }
+  // The last token is never computed: the most a sequence ever holds.
+  const int64_t most = std::min(prompt + seq->options().max_tokens - 1, options_.max_model_len);
+  if (blocks_.BlocksFor(most) > blocks_.num_slots()) {
+    return absl::InvalidArgumentError(
+        fmt::format("request: {} tokens need {} KV blocks; the pool has {}", most,
+                    blocks_.BlocksFor(most), blocks_.num_slots()));
+  }
+  seq->set_status(SequenceStatus::kWaiting);
+  waiting_.push_back(std::move(seq));
+  return absl::OkStatus();
+}
+
+StepPlan Scheduler::Schedule() {
+  StepPlan plan;
+  int64_t budget = options_.max_step_tokens;
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    if (!ScheduleRunning(i, budget, plan)) break;
+  }
+  if (plan.preempted == 0) {
+    while (!waiting_.empty() && budget > 0 &&
+           running_.size() < static_cast<size_t>(options_.max_running)) {
+      if (!AdmitWaiting(budget, plan)) break;
+    }
+  }
+  plan.tokens = options_.max_step_tokens - budget;
+  return plan;
+}
+
+bool Scheduler::ScheduleRunning(size_t i, int64_t& budget, StepPlan& plan) {
+  Sequence& seq = *running_[i];
+  const int64_t start = seq.num_computed_tokens();
+  const int64_t n = std::min(seq.num_tokens() - start, budget);
+  const int64_t need = blocks_.SlotsToGrow(seq, start + n);
+  while (!blocks_.CanTake(need) && running_.size() > i + 1) {
+    PreemptLast();
+    ++plan.preempted;
+  }
+  if (!blocks_.CanTake(need)) {  // it is the last one left to give way
+    PreemptLast();
+    ++plan.preempted;
+    return false;
+  }
+  blocks_.Grow(seq, start + n);
+  plan.chunks.push_back({.seq = &seq, .start = start, .n = n});
+  budget -= n;
+  return true;
+}
+
+bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
+  Sequence& seq = *waiting_.front();
+  const int64_t cached = blocks_.CachedPrefixBlocks(seq);
+  const int64_t start = cached * blocks_.block_tokens();
+  const int64_t n = std::min(seq.num_tokens() - start, budget);
+  if (!blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) return false;
+  blocks_.Admit(seq, cached, start + n);
+  stats_.cached_tokens += start;
+  seq.set_status(SequenceStatus::kRunning);
+  running_.push_back(std::move(waiting_.front()));
+  waiting_.pop_front();
+  plan.chunks.push_back({.seq = &seq, .start = start, .n = n});
+  budget -= n;
+  return true;
+}
+
+void Scheduler::PreemptLast() {
+  std::unique_ptr<Sequence> seq = std::move(running_.back());
+  running_.pop_back();
+  if (options_.on_preempt) options_.on_preempt(*seq);
+  blocks_.Release(*seq);
+  seq->set_status(SequenceStatus::kWaiting);
+  seq->CountPreemption();
+  ++stats_.preemptions;
+  waiting_.push_front(std::move(seq));
+}
+
+void Scheduler::Update(const StepPlan& plan, std::span<const int32_t> sampled) {
+  ++stats_.steps;
+  for (size_t c = 0; c < plan.chunks.size(); ++c) {
+    const ScheduledChunk& chunk = plan.chunks[c];
+    Sequence& seq = *chunk.seq;
+    const bool samples = chunk.samples();  // before the token is appended
+    seq.AddComputedTokens(chunk.n);
+    stats_.computed_tokens += chunk.n;
+    blocks_.Commit(seq, chunk.start);
+    if (!samples) continue;
+    seq.AppendToken(sampled[c]);
+    const FinishReason reason = StopReason(seq, sampled[c]);
+    if (reason == FinishReason::kNone) continue;
+    auto it = std::find_if(running_.begin(), running_.end(),
+                           [&](const std::unique_ptr<Sequence>& s) { return s.get() == &seq; });
+    FinishRunning(static_cast<size_t>(it - running_.begin()), reason);
+  }
+}
+
+FinishReason Scheduler::StopReason(const Sequence& seq, int32_t token) const {
+  const RequestOptions& o = seq.options();
+  auto in = [token](const std::vector<int32_t>& ids) {
+    return std::find(ids.begin(), ids.end(), token) != ids.end();
+  };
+  if ((!o.ignore_eos && in(options_.eos_token_ids)) || in(o.stop_token_ids)) {
+    return FinishReason::kStop;
+  }
+  if (seq.num_completion_tokens() >= o.max_tokens || seq.num_tokens() >= options_.max_model_len) {
+    return FinishReason::kLength;
+  }
+  return FinishReason::kNone;
+}
+
+void Scheduler::FinishRunning(size_t i, FinishReason reason) {
+  std::unique_ptr<Sequence> seq = std::move(running_[i]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+  blocks_.Release(*seq);
+  seq->Finish(reason);
+  finished_.push_back(std::move(seq));
+}
+
+bool Scheduler::Cancel(uint64_t id) {
+  auto has_id = [id](const std::unique_ptr<Sequence>& s) { return s->id() == id; };
+  if (auto it = std::find_if(running_.begin(), running_.end(), has_id); it != running_.end()) {
+    FinishRunning(static_cast<size_t>(it - running_.begin()), FinishReason::kCancelled);
+    return true;
+  }
+  auto it = std::find_if(waiting_.begin(), waiting_.end(), has_id);
+  if (it == waiting_.end()) return false;
+  std::unique_ptr<Sequence> seq = std::move(*it);
+  waiting_.erase(it);
+  seq->Finish(FinishReason::kCancelled);
+  finished_.push_back(std::move(seq));
+  return true;
+}
+
+std::vector<std::unique_ptr<Sequence>> Scheduler::TakeFinished() {
+  return std::exchange(finished_, {});
+}
+
+}  // namespace kvtier::engine

@@ -1,0 +1,123 @@
+// Continuous batching (nano-vllm's Scheduler, with chunked prefill mixed into decode steps): which
+// sequences run in the next step and how many of their tokens, under a per-step token budget.
+//
+// Each step, in order:
+//  1. Running sequences, oldest admission first, each get what they have left to compute — one
+//     token for a decode, the rest of the prompt (up to the budget left) for a chunked prefill.
+//     When the pool cannot hold a sequence's next tokens, the most recently admitted running
+//     sequence is preempted (its blocks released, back to the front of the waiting queue), until
+//     the sequence fits or is itself the one preempted.
+//  2. If nothing was preempted, waiting sequences are admitted first come, first served while the
+//     budget, max_running and the pool allow: cached prefix blocks are attached (those tokens are
+//     not computed) and the first chunk of the rest is scheduled. The queue is never reordered: a
+//     sequence that does not fit stops admission.
+// After the step ran, Update advances each sequence, enters its newly full blocks into the prefix
+// cache, appends the sampled token where a sequence computed its last token, and finishes those
+// that hit a stop condition. Preemption here is "free and recompute later" (what it frees stays in
+// the prefix cache until evicted, so a resumed sequence often finds its own blocks); the daemon's
+// offload plugs in at `on_preempt`.
+//
+// Thread-safety: not thread-safe; one owner (the engine loop). Add and Cancel between steps.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/block_manager.h"
+#include "engine/sequence.h"
+
+namespace kvtier::engine {
+
+struct SchedulerOptions {
+  int32_t max_running = 64;            // sequences in the running batch at most
+  int64_t max_step_tokens = 512;       // tokens computed per step at most: decodes + prefill chunks
+  int64_t max_model_len = 2048;        // tokens of one sequence at most, prompt and output
+  std::vector<int32_t> eos_token_ids;  // the model's
+  // Called with a sequence about to be preempted, before its blocks are released: the seam where
+  // its computed blocks will be published to the daemon instead of recomputed. Empty: none.
+  std::function<void(const Sequence&)> on_preempt;
+
+  // OK, or InvalidArgument naming the first non-positive limit.
+  absl::Status Validate() const;
+};
+
+// One sequence's share of a step: tokens [start, start + n) of it.
+struct ScheduledChunk {
+  Sequence* seq = nullptr;
+  int64_t start = 0;
+  int64_t n = 0;
+  // The step computes the sequence's last token: its logits choose the next one.
+  bool samples() const { return start + n == seq->num_tokens(); }
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;  // running order: older admissions first
+  int64_t tokens = 0;                  // sum of the chunks' n
+  int32_t preempted = 0;               // sequences preempted while planning
+  bool empty() const { return chunks.empty(); }
+};
+
+struct SchedulerStats {
+  int64_t steps = 0;
+  int64_t computed_tokens = 0;  // run through the model
+  int64_t cached_tokens = 0;    // taken from the prefix cache at admission
+  int64_t preemptions = 0;
+};
+
+class Scheduler {
+ public:
+  // `blocks` must outlive the scheduler. Precondition: options.Validate() is OK.
+  Scheduler(SchedulerOptions options, BlockManager& blocks);
+
+  // Queues `seq` (waiting, holding no slots). InvalidArgument when it could never run: an empty
+  // prompt, max_tokens < 1, a prompt over max_model_len, or more tokens to hold than the whole pool
+  // (its prompt and output but the last token, capped at max_model_len).
+  absl::Status Add(std::unique_ptr<Sequence> seq);
+
+  // The next step (empty when nothing waits or runs). Grows the scheduled sequences' block tables
+  // for the step's tokens; their num_computed_tokens move only in Update.
+  StepPlan Schedule();
+
+  // After `plan` ran: sampled[i] is the token chosen for plan.chunks[i] when it samples() (ignored
+  // otherwise). Finished sequences are released and moved to TakeFinished().
+  void Update(const StepPlan& plan, std::span<const int32_t> sampled);
+
+  // Finishes sequence `id` (waiting or running) as kCancelled, releasing its slots. False if no
+  // unfinished sequence has that id.
+  bool Cancel(uint64_t id);
+
+  // Sequences finished since the last call, in the order they finished.
+  std::vector<std::unique_ptr<Sequence>> TakeFinished();
+
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  const SchedulerStats& stats() const { return stats_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  // Step 1 for running_[i]; false when it was preempted itself (nothing more runs this step).
+  bool ScheduleRunning(size_t i, int64_t& budget, StepPlan& plan);
+  // Step 2 for the front of waiting_; false when it does not fit.
+  bool AdmitWaiting(int64_t& budget, StepPlan& plan);
+  // Moves running_.back() to the front of waiting_, its blocks released.
+  void PreemptLast();
+  // After `token` was appended to `seq`: the reason to stop, or kNone.
+  FinishReason StopReason(const Sequence& seq, int32_t token) const;
+  // Moves running_[i] to finished_.
+  void FinishRunning(size_t i, FinishReason reason);
+
+  SchedulerOptions options_;
+  BlockManager& blocks_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+  std::vector<std::unique_ptr<Sequence>> finished_;
+  SchedulerStats stats_;
+};
+
+}  // namespace kvtier::engine

@@ -1,0 +1,114 @@
+// One request as the runtime sees it (nano-vllm's Sequence): its tokens — the prompt, then each
+// token generated — how many of them have their K/V in the pool, its block table, the keys of its
+// full blocks, its stop conditions and where it is in its life:
+//
+//   waiting --(admitted by the scheduler)--> running --(stop, length, cancel)--> finished
+//      ^                                        |
+//      +----------(preempted: blocks freed)-----+
+//
+// A step computes tokens [num_computed_tokens, num_computed_tokens + n) of a running sequence: a
+// prefill chunk, or the decode of the last token (n = 1). When a step computes its last token, its
+// logits choose the next one, which is appended. So prefill and decode are one thing here, and a
+// preempted sequence resumes by recomputing (or finding cached) everything but its last token.
+//
+// Thread-safety: not thread-safe; owned by the scheduler, mutated by it and the block manager.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "index/block_key.h"
+#include "kernels/ops/sampling.h"
+
+namespace kvtier::engine {
+
+// What a request asks for besides its prompt.
+struct RequestOptions {
+  int32_t max_tokens = 16;              // new tokens at most (>= 1)
+  ops::SamplingParams sampling;         // temperature 0: greedy
+  bool ignore_eos = false;              // else stop after a token in the model's eos ids
+  std::vector<int32_t> stop_token_ids;  // stop after any of these (included in the output)
+};
+
+enum class SequenceStatus { kWaiting, kRunning, kFinished };
+
+enum class FinishReason {
+  kNone,       // not finished
+  kStop,       // an eos or stop token (the last token of the output)
+  kLength,     // max_tokens, or the context limit
+  kCancelled,  // Scheduler::Cancel
+};
+
+const char* FinishReasonName(FinishReason reason);
+
+class Sequence {
+ public:
+  // Precondition: prompt is not empty.
+  Sequence(uint64_t id, std::vector<int32_t> prompt, RequestOptions options);
+
+  uint64_t id() const { return id_; }
+  const RequestOptions& options() const { return options_; }
+  SequenceStatus status() const { return status_; }
+  FinishReason finish_reason() const { return finish_reason_; }
+
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t num_prompt_tokens() const { return num_prompt_tokens_; }
+  int64_t num_completion_tokens() const { return num_tokens() - num_prompt_tokens_; }
+  std::span<const int32_t> completion() const {
+    return std::span<const int32_t>(tokens_).subspan(num_prompt_tokens_);
+  }
+
+  // Tokens whose K/V is in the pool at block_table() (computed, or found in the prefix cache).
+  int64_t num_computed_tokens() const { return num_computed_tokens_; }
+  const std::vector<int32_t>& block_table() const { return block_table_; }
+
+  // Statistics over the sequence's life: tokens taken from the prefix cache at admissions, tokens
+  // run through the model (recomputation after preemption included), and preemptions.
+  int64_t cached_tokens() const { return cached_tokens_; }
+  int64_t model_tokens() const { return model_tokens_; }
+  int32_t preemptions() const { return preemptions_; }
+
+  // The key of full block i (i < num_tokens() / block_tokens), chained from `root`; computed once
+  // and kept, since a sequence's tokens never change once there.
+  const BlockKey& BlockKeyAt(int64_t i, int64_t block_tokens, const BlockKey& root);
+
+  // ---- For the scheduler and the block manager. ----
+  void set_status(SequenceStatus status) { status_ = status; }
+  void Finish(FinishReason reason) {
+    status_ = SequenceStatus::kFinished;
+    finish_reason_ = reason;
+  }
+  void AppendToken(int32_t token) { tokens_.push_back(token); }
+  std::vector<int32_t>& mutable_block_table() { return block_table_; }
+  // `n` tokens found in the prefix cache were attached (num_computed_tokens must be 0).
+  void AddCachedTokens(int64_t n) {
+    num_computed_tokens_ += n;
+    cached_tokens_ += n;
+  }
+  // A step computed `n` more tokens.
+  void AddComputedTokens(int64_t n) {
+    num_computed_tokens_ += n;
+    model_tokens_ += n;
+  }
+  // Blocks released (preemption): nothing is in the pool any more.
+  void ResetComputed() { num_computed_tokens_ = 0; }
+  void CountPreemption() { ++preemptions_; }
+
+ private:
+  uint64_t id_;
+  RequestOptions options_;
+  std::vector<int32_t> tokens_;
+  int64_t num_prompt_tokens_;
+  SequenceStatus status_ = SequenceStatus::kWaiting;
+  FinishReason finish_reason_ = FinishReason::kNone;
+  int64_t num_computed_tokens_ = 0;
+  std::vector<int32_t> block_table_;  // slot of block j
+  std::vector<BlockKey> block_keys_;  // keys of the first full blocks, filled by BlockKeyAt
+  int64_t cached_tokens_ = 0;
+  int64_t model_tokens_ = 0;
+  int32_t preemptions_ = 0;
+};
+
+}  // namespace kvtier::engine

@@ -1,0 +1,230 @@
+// The scheduler without a model: what each step runs (budget, chunked prefill mixed with decodes,
+// FCFS, limits), preemption when the pool runs short, cancellation, stop conditions and prefix
+// hits. A step's "model" answers token 100 + (the sequence's output length) for every sample.
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+#include <utility>
+
+namespace kvtier::engine {
+namespace {
+
+constexpr int64_t kBt = 4;
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Make(int32_t slots, SchedulerOptions options) {
+    blocks_ = std::make_unique<BlockManager>(slots, kBt, BlockKey{});
+    ASSERT_TRUE(options.Validate().ok());
+    scheduler_ = std::make_unique<Scheduler>(std::move(options), *blocks_);
+  }
+
+  absl::Status Add(uint64_t id, int64_t prompt, RequestOptions options = {}, int32_t first = 0) {
+    std::vector<int32_t> t(prompt);
+    std::iota(t.begin(), t.end(), first);
+    return scheduler_->Add(std::make_unique<Sequence>(id, std::move(t), std::move(options)));
+  }
+
+  // One step; returns (sequence id, chunk n) in plan order.
+  std::vector<std::pair<uint64_t, int64_t>> Step() {
+    const StepPlan plan = scheduler_->Schedule();
+    std::vector<std::pair<uint64_t, int64_t>> ran;
+    std::vector<int32_t> sampled;
+    for (const ScheduledChunk& c : plan.chunks) {
+      ran.emplace_back(c.seq->id(), c.n);
+      sampled.push_back(100 + static_cast<int32_t>(c.seq->num_completion_tokens()));
+    }
+    scheduler_->Update(plan, sampled);
+    for (auto& seq : scheduler_->TakeFinished()) finished_[seq->id()] = std::move(seq);
+    return ran;
+  }
+
+  using Ran = std::vector<std::pair<uint64_t, int64_t>>;
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<uint64_t, std::unique_ptr<Sequence>> finished_;
+};
+
+// Options with the given limits (0: the default) and eos ids.
+SchedulerOptions Opts(int64_t step_tokens, int32_t max_running = 0, int64_t max_model_len = 0,
+                      std::vector<int32_t> eos = {}) {
+  SchedulerOptions o;
+  o.max_step_tokens = step_tokens;
+  if (max_running > 0) o.max_running = max_running;
+  if (max_model_len > 0) o.max_model_len = max_model_len;
+  o.eos_token_ids = std::move(eos);
+  return o;
+}
+
+RequestOptions MaxTokens(int32_t n) {
+  RequestOptions o;
+  o.max_tokens = n;
+  return o;
+}
+
+TEST_F(SchedulerTest, LongPromptIsPrefilledInChunksOfTheBudget) {
+  Make(64, Opts(8));
+  ASSERT_TRUE(Add(1, 20, MaxTokens(2)).ok());
+  EXPECT_EQ(Step(), (Ran{{1, 8}}));
+  EXPECT_EQ(Step(), (Ran{{1, 8}}));
+  EXPECT_EQ(Step(), (Ran{{1, 4}}));  // samples the first token
+  EXPECT_EQ(Step(), (Ran{{1, 1}}));  // the decode of it samples the second: done
+  ASSERT_TRUE(finished_.count(1));
+  EXPECT_EQ(
+      std::vector<int32_t>(finished_[1]->completion().begin(), finished_[1]->completion().end()),
+      (std::vector<int32_t>{100, 101}));
+  EXPECT_EQ(finished_[1]->finish_reason(), FinishReason::kLength);
+  EXPECT_TRUE(scheduler_->idle());
+  EXPECT_EQ(blocks_->free_slots(), 64);
+}
+
+TEST_F(SchedulerTest, DecodesGoFirstAndPrefillChunksFillTheBudget) {
+  Make(64, Opts(8));
+  ASSERT_TRUE(Add(1, 3, MaxTokens(10)).ok());
+  EXPECT_EQ(Step(), (Ran{{1, 3}}));
+  ASSERT_TRUE(Add(2, 20, MaxTokens(10)).ok());
+  EXPECT_EQ(Step(), (Ran{{1, 1}, {2, 7}}));
+  EXPECT_EQ(Step(), (Ran{{1, 1}, {2, 7}}));
+  EXPECT_EQ(Step(), (Ran{{1, 1}, {2, 6}}));
+  EXPECT_EQ(Step(), (Ran{{1, 1}, {2, 1}}));
+}
+
+TEST_F(SchedulerTest, WaitingRequestsAreAdmittedFirstComeFirstServed) {
+  // 6 slots: the first request holds 4; the second needs 3 and blocks the third, which would fit.
+  Make(6, Opts(64));
+  ASSERT_TRUE(Add(1, 16, MaxTokens(1)).ok());
+  ASSERT_TRUE(Add(2, 12, MaxTokens(1), 200).ok());
+  ASSERT_TRUE(Add(3, 2, MaxTokens(1)).ok());
+  EXPECT_EQ(Step(), (Ran{{1, 16}}));
+  EXPECT_EQ(Step(), (Ran{{2, 12}, {3, 2}}));
+}
+
+TEST_F(SchedulerTest, RunningSequencesAreLimited) {
+  Make(64, Opts(64, 2));
+  for (uint64_t id = 1; id <= 3; ++id) ASSERT_TRUE(Add(id, 2, MaxTokens(2)).ok());
+  EXPECT_EQ(Step(), (Ran{{1, 2}, {2, 2}}));
+  EXPECT_EQ(scheduler_->num_waiting(), 1u);
+  EXPECT_EQ(Step(), (Ran{{1, 1}, {2, 1}}));  // both finish
+  EXPECT_EQ(Step(), (Ran{{3, 2}}));
+}
+
+TEST_F(SchedulerTest, ContextLimitRefusesLongPromptsAndEndsOutputs) {
+  Make(64, Opts(64, 0, 10));
+  EXPECT_EQ(Add(1, 11).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Add(2, 8, MaxTokens(100)).ok());
+  Step();
+  Step();
+  ASSERT_TRUE(finished_.count(2));
+  EXPECT_EQ(finished_[2]->num_tokens(), 10);
+  EXPECT_EQ(finished_[2]->finish_reason(), FinishReason::kLength);
+}
+
+TEST_F(SchedulerTest, RequestLargerThanThePoolIsRefused) {
+  Make(4, Opts(64));
+  EXPECT_TRUE(Add(1, 14, MaxTokens(3)).ok());  // 16 tokens held at most
+  EXPECT_EQ(Add(2, 14, MaxTokens(4)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Add(3, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Add(4, 3, MaxTokens(0)).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SchedulerTest, ShortPoolPreemptsTheLatestAdmissionWhichResumesLater) {
+  // 4 slots of 4 tokens. Two sequences of 6 tokens hold 2 slots each; the first decode that needs
+  // a third slot preempts the other.
+  Make(4, Opts(64));
+  ASSERT_TRUE(Add(1, 6, MaxTokens(6)).ok());
+  ASSERT_TRUE(Add(2, 6, MaxTokens(6), 50).ok());
+  EXPECT_EQ(Step(), (Ran{{1, 6}, {2, 6}}));  // 7 tokens each, 6 computed
+  EXPECT_EQ(Step(), (Ran{{1, 1}, {2, 1}}));
+  EXPECT_EQ(Step(), (Ran{{1, 1}, {2, 1}}));  // 9 tokens each, 8 computed: 2 full blocks
+  EXPECT_EQ(Step(), (Ran{{1, 1}}));          // 1 needs a third slot: 2 is preempted
+  EXPECT_EQ(scheduler_->stats().preemptions, 1);
+  EXPECT_EQ(scheduler_->num_waiting(), 1u);
+  while (!finished_.count(1)) Step();
+  // 2 comes back with 9 tokens: its first block is still cached (the second was evicted for 1).
+  EXPECT_EQ(Step(), (Ran{{2, 5}}));
+  while (!scheduler_->idle()) Step();
+  const Sequence& two = *finished_[2];
+  EXPECT_EQ(two.preemptions(), 1);
+  EXPECT_EQ(two.cached_tokens(), 4);
+  EXPECT_EQ(std::vector<int32_t>(two.completion().begin(), two.completion().end()),
+            (std::vector<int32_t>{100, 101, 102, 103, 104, 105}));
+  EXPECT_EQ(blocks_->free_slots(), 4);
+}
+
+TEST_F(SchedulerTest, PreemptionCallsTheOffloadSeamFirst) {
+  std::vector<uint64_t> offered;
+  SchedulerOptions options = Opts(64);
+  options.on_preempt = [&](const Sequence& s) {
+    offered.push_back(s.id());
+    EXPECT_FALSE(s.block_table().empty());  // its blocks are still there to publish
+  };
+  Make(4, std::move(options));
+  ASSERT_TRUE(Add(1, 6, MaxTokens(6)).ok());
+  ASSERT_TRUE(Add(2, 6, MaxTokens(6), 50).ok());
+  for (int i = 0; i < 4; ++i) Step();
+  EXPECT_EQ(offered, (std::vector<uint64_t>{2}));
+}
+
+TEST_F(SchedulerTest, CancelFreesWaitingAndRunningRequests) {
+  Make(8, Opts(64));
+  ASSERT_TRUE(Add(1, 10, MaxTokens(20)).ok());
+  ASSERT_TRUE(Add(2, 30, MaxTokens(2)).ok());  // waits: needs 8 slots
+  Step();
+  EXPECT_EQ(scheduler_->num_waiting(), 1u);
+  EXPECT_TRUE(scheduler_->Cancel(2));
+  EXPECT_TRUE(scheduler_->Cancel(1));
+  EXPECT_FALSE(scheduler_->Cancel(1));
+  EXPECT_FALSE(scheduler_->Cancel(9));
+  EXPECT_TRUE(scheduler_->idle());
+  EXPECT_EQ(blocks_->free_slots(), 8);
+  std::vector<std::unique_ptr<Sequence>> done = scheduler_->TakeFinished();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0]->id(), 2u);
+  EXPECT_EQ(done[0]->finish_reason(), FinishReason::kCancelled);
+  EXPECT_EQ(done[1]->num_completion_tokens(), 1);
+}
+
+TEST_F(SchedulerTest, StopsAtEosAndStopTokensUnlessEosIsIgnored) {
+  Make(64, Opts(64, 0, 0, {102}));
+  ASSERT_TRUE(Add(1, 3, MaxTokens(10)).ok());
+  RequestOptions ignore = MaxTokens(10);
+  ignore.ignore_eos = true;
+  ASSERT_TRUE(Add(2, 3, ignore).ok());
+  RequestOptions stop = MaxTokens(10);
+  stop.stop_token_ids = {101};
+  ASSERT_TRUE(Add(3, 3, stop).ok());
+  while (!scheduler_->idle()) Step();
+  EXPECT_EQ(finished_[1]->num_completion_tokens(), 3);  // 100 101 102
+  EXPECT_EQ(finished_[1]->finish_reason(), FinishReason::kStop);
+  EXPECT_EQ(finished_[2]->num_completion_tokens(), 10);
+  EXPECT_EQ(finished_[2]->finish_reason(), FinishReason::kLength);
+  EXPECT_EQ(finished_[3]->num_completion_tokens(), 2);  // 100 101
+  EXPECT_EQ(finished_[3]->finish_reason(), FinishReason::kStop);
+}
+
+TEST_F(SchedulerTest, PrefixHitsSkipCachedTokens) {
+  Make(64, Opts(64));
+  ASSERT_TRUE(Add(1, 18, MaxTokens(1)).ok());
+  EXPECT_EQ(Step(), (Ran{{1, 18}}));
+  ASSERT_TRUE(Add(2, 13, MaxTokens(1)).ok());  // the same first 13 tokens: 3 blocks cached
+  EXPECT_EQ(Step(), (Ran{{2, 1}}));
+  ASSERT_TRUE(Add(3, 12, MaxTokens(1)).ok());  // 3 full blocks, the last recomputed
+  EXPECT_EQ(Step(), (Ran{{3, 4}}));
+  EXPECT_EQ(scheduler_->stats().cached_tokens, 20);
+  EXPECT_EQ(scheduler_->stats().computed_tokens, 18 + 1 + 4);
+}
+
+TEST_F(SchedulerTest, ChunkedPrefillPublishesEachChunksFullBlocks) {
+  Make(64, Opts(6));
+  ASSERT_TRUE(Add(1, 20, MaxTokens(1)).ok());
+  Step();  // tokens 0..5: block 0 full
+  EXPECT_EQ(blocks_->cached_blocks(), 1);
+  Step();  // 6..11: blocks 1, 2
+  EXPECT_EQ(blocks_->cached_blocks(), 3);
+}
+
+}  // namespace
+}  // namespace kvtier::engine
