@@ -57,6 +57,11 @@ absl::Status GpuClient::Init() {
   KVTIER_RETURN_IF_ERROR(gpu::SetDevice(options_.device));
   KVTIER_ASSIGN_OR_RETURN(copier_, KvCopier::Create());
   KVTIER_ASSIGN_OR_RETURN(checksummer_, GpuChecksummer::Create());
+  KVTIER_ASSIGN_OR_RETURN(hash_stream_, gpu::Stream::Create());
+  KVTIER_ASSIGN_OR_RETURN(fork_, gpu::Event::Create());
+  // A first put allocates no pinned memory on its path (that takes longer than its commit).
+  KVTIER_ASSIGN_OR_RETURN(uint64_t * sums, AcquireSums(kMaxBatch));
+  ReleaseSums(sums);
   std::byte* base = client_->t1_base();
   const uint64_t bytes = client_->t1_bytes();
   for (uint64_t off = 0; off < bytes; off += kRegisterChunk) {
@@ -334,13 +339,17 @@ absl::Status GpuClient::EnqueueChunks(const PagedKvCache& cache, absl::Span<cons
                                       gpu::StreamHandle stream, GpuTransfer* t) {
   const size_t n = blocks.size();
   if (n == 0) return absl::OkStatus();
-  // The checksums first, from the cache in place: ordered after the engine's writes on `stream`
-  // like the copies, and done when any chunk's event (recorded after them) has fired.
+  // The checksums, from the cache in place, on the side stream: ordered after the engine's
+  // writes on `stream` (the fork), running beside the copies; `stream` joins it after them.
   KVTIER_ASSIGN_OR_RETURN(t->sums_, AcquireSums(n));
   KVTIER_ASSIGN_OR_RETURN(void* sums_device, gpu::DevicePointerOf(t->sums_));
-  KVTIER_RETURN_IF_ERROR(checksummer_->CacheBlocks(cache,
-                                                   std::span<const int32_t>(blocks.data(), n),
-                                                   static_cast<uint64_t*>(sums_device), stream));
+  KVTIER_ASSIGN_OR_RETURN(t->hashed_, gpu::Event::Create());
+  KVTIER_RETURN_IF_ERROR(fork_.Record(stream));
+  KVTIER_RETURN_IF_ERROR(gpu::StreamWaitEvent(hash_stream_.handle(), fork_));
+  KVTIER_RETURN_IF_ERROR(
+      checksummer_->CacheBlocks(cache, std::span<const int32_t>(blocks.data(), n),
+                                static_cast<uint64_t*>(sums_device), hash_stream_.handle()));
+  KVTIER_RETURN_IF_ERROR(t->hashed_.Record(hash_stream_.handle()));
   // Then the copies, one chunk at a time, each marked by its own event.
   const auto wanted = static_cast<size_t>(std::max(options_.commit_chunks, 1));
   const size_t chunks = std::min(wanted, n);
@@ -356,7 +365,8 @@ absl::Status GpuClient::EnqueueChunks(const PagedKvCache& cache, absl::Span<cons
     KVTIER_RETURN_IF_ERROR(chunk.event.Record(stream));
     t->chunks_.push_back(std::move(chunk));
   }
-  return absl::OkStatus();
+  // The engine's later work on `stream` (which may overwrite the blocks) waits for the hash too.
+  return gpu::StreamWaitEvent(stream, t->hashed_);
 }
 
 // ---- GpuTransfer ----
@@ -368,6 +378,7 @@ GpuTransfer::GpuTransfer(GpuTransfer&& o) noexcept
     : owner_(std::exchange(o.owner_, nullptr)),
       kind_(o.kind_),
       event_(std::move(o.event_)),
+      hashed_(std::move(o.hashed_)),
       chunks_(std::move(o.chunks_)),
       keys_(std::move(o.keys_)),
       slots_(std::move(o.slots_)),
@@ -422,9 +433,10 @@ absl::Status GpuTransfer::Finish() {
 
 absl::Status GpuTransfer::FinishPut() {
   // Chunks commit in order while later chunks may still be copying. A block is committed only
-  // after its chunk's event said its copy (and its checksum, enqueued before) landed.
+  // after its chunk's event said its copy landed, and the hash event that its checksum did.
   Client* client = owner_->client();
-  absl::Status status;
+  // The checksums every commit carries (recorded whenever a chunk was).
+  absl::Status status = chunks_.empty() ? absl::OkStatus() : hashed_.Synchronize();
   for (Chunk& chunk : chunks_) {
     if (status.ok()) status = chunk.event.Synchronize();
     if (!status.ok()) continue;  // after a failure nothing more is committed

@@ -15,9 +15,9 @@
 // - Put: copies read the cache after the engine's earlier work on `stream`. The engine may
 //   overwrite those cache blocks with later work on `stream` at once; from another stream, only
 //   after transfer.event(). Each payload's XXH3-64 is computed on the GPU from the cache blocks in
-//   place (kernels/gpu_checksum.h), on `stream` before the copies, so no CPU core reads the bytes.
-//   (A side stream running it beside the copies measured no faster: the kernel takes ~2 ms of a
-//   1 GiB put's ~26.)
+//   place (kernels/gpu_checksum.h), so no CPU core reads the bytes: on the client's own side
+//   stream, beside the copies (it forks from `stream` where the put is enqueued, and `stream`
+//   joins it after the copies, so the ordering above holds for the hash's reads too).
 //   Wait() blocks until the copies landed, then commits the blocks with those checksums: only then
 //   can other clients see them (never half-written). The cache's rows, strides and bases must be
 //   8-byte aligned (every real layout is; InvalidArgument otherwise).
@@ -96,6 +96,7 @@ class GpuTransfer {
   GpuClient* owner_ = nullptr;
   Kind kind_ = Kind::kGet;
   gpu::Event event_;
+  gpu::Event hashed_;                       // a put's checksums landed in sums_ (side stream)
   std::vector<Chunk> chunks_;               // a put's, in copy order
   std::vector<BlockKey> keys_;              // copied blocks' keys (leased or being put)
   std::vector<uint32_t> slots_;             // their T1 slots
@@ -198,6 +199,8 @@ class GpuClient {
   const GpuClientOptions options_;
   std::unique_ptr<KvCopier> copier_;
   std::unique_ptr<GpuChecksummer> checksummer_;
+  gpu::Stream hash_stream_;  // puts' checksums, beside their copies on the engine's stream
+  gpu::Event fork_;          // where a put's hash forks from the engine's stream
   absl::Mutex sums_mu_;
   // (buffer, capacity in sums)
   std::vector<std::pair<uint64_t*, size_t>> free_sums_ ABSL_GUARDED_BY(sums_mu_);

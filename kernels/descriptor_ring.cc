@@ -15,6 +15,18 @@ DescriptorRing::~DescriptorRing() {
   }
 }
 
+absl::Status DescriptorRing::Reserve(size_t slots, size_t bytes) {
+  while (slots_.size() < std::min(slots, kMaxSlots)) {
+    KVTIER_ASSIGN_OR_RETURN(Event ev, Event::Create());
+    slots_.push_back(Slot{});
+    slots_.back().done = std::move(ev);
+  }
+  for (Slot& s : slots_) {
+    if (!s.in_flight) KVTIER_RETURN_IF_ERROR(Grow(s, bytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<void*> DescriptorRing::Acquire(size_t bytes) {
   KVTIER_ASSIGN_OR_RETURN(Slot * slot, FreeSlot(bytes));
   current_ = static_cast<size_t>(slot - slots_.data());

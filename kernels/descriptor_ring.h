@@ -27,8 +27,13 @@ class DescriptorRing {
   // Waits for launches still reading a slot, then frees the memory.
   ~DescriptorRing();
 
+  // Allocates `slots` slots (at most kMaxSlots in all) of at least `bytes` each now, so the first
+  // launches that need them allocate nothing (a pinned allocation takes far longer than a launch).
+  absl::Status Reserve(size_t slots, size_t bytes);
   // Pinned staging of at least `bytes` for the caller to fill; its device twin is device().
   absl::StatusOr<void*> Acquire(size_t bytes);
+  // Slots allocated so far (Reserve's, and those Acquire added while all were in flight).
+  size_t slots() const { return slots_.size(); }
   // The device buffer of the slot the last Acquire returned.
   void* device() const { return slots_[current_].device; }
   // Uploads the first `bytes` of the acquired staging on `stream` (before the launch).

@@ -34,7 +34,8 @@ absl::Status CheckChecksumLayout(const PagedKvCache& cache);
 
 class GpuChecksummer {
  public:
-  // On the current device. FailedPrecondition in the CPU-only variant.
+  // On the current device, with the kernel's code loaded and descriptor buffers allocated (so a
+  // first checksum pays neither). FailedPrecondition in the CPU-only variant.
   static absl::StatusOr<std::unique_ptr<GpuChecksummer>> Create();
   virtual ~GpuChecksummer() = default;
 

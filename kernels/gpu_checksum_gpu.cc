@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "kernels/descriptor_ring.h"
 #include "kernels/gpu_checksum.h"
@@ -38,6 +39,10 @@ absl::Status CheckPagedArgs(const PagedKvCache& cache, std::span<const int32_t> 
 class GpuChecksummerImpl final : public GpuChecksummer {
  public:
   explicit GpuChecksummerImpl(unsigned max_grid) : max_grid_(max_grid) {}
+
+  absl::Status Reserve(size_t launches, size_t bytes) {
+    return descriptors_.Reserve(launches, bytes);
+  }
 
   absl::Status Payloads(std::span<const void* const> payloads, std::span<const uint32_t> bytes,
                         uint64_t* out, gpu::StreamHandle stream) override {
@@ -119,7 +124,12 @@ absl::StatusOr<std::unique_ptr<GpuChecksummer>> GpuChecksummer::Create() {
   KVTIER_ASSIGN_OR_RETURN(const int device, gpu::CurrentDevice());
   KVTIER_ASSIGN_OR_RETURN(const gpu::DeviceInfo info, gpu::GetDeviceInfo(device));
   const unsigned grid = kBlocksPerMultiprocessor * static_cast<unsigned>(info.multiprocessors);
-  return std::unique_ptr<GpuChecksummer>(new GpuChecksummerImpl(grid));
+  auto checksummer = std::make_unique<GpuChecksummerImpl>(grid);
+  // The first put's costs, paid here: the kernel's code, and descriptor buffers for 512 blocks.
+  KVTIER_RETURN_IF_ERROR(
+      gpu::StatusFromVendorCode(PreloadChecksumKernel(), "loading the GPU checksum kernel"));
+  KVTIER_RETURN_IF_ERROR(checksummer->Reserve(2, 8192));
+  return checksummer;
 }
 
 }  // namespace kvtier

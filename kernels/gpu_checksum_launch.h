@@ -32,4 +32,8 @@ struct ChecksumParams {
 // of 8, at most 1024). Returns the vendor's error code (0 = success).
 int LaunchChecksum(const ChecksumParams& params, unsigned grid, unsigned threads, void* stream);
 
+// Loads the kernel's code onto the current device now (CUDA loads kernels lazily at their first
+// launch, which would land inside a client's first put). Returns the vendor's error code.
+int PreloadChecksumKernel();
+
 }  // namespace kvtier

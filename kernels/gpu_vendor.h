@@ -58,6 +58,8 @@
 #define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define cudaDevAttrMaxThreadsPerBlock hipDeviceAttributeMaxThreadsPerBlock
 #define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define cudaFuncAttributes hipFuncAttributes
+#define cudaFuncGetAttributes hipFuncGetAttributes
 
 // Functions.
 #define cudaGetErrorName hipGetErrorName

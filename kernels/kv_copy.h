@@ -47,7 +47,8 @@ absl::Status CopyKvReference(const PagedKvCache& cache, KvCopyDirection directio
 // and keep it. Not thread-safe: one caller at a time.
 class KvCopier {
  public:
-  // On the current device. FailedPrecondition in the CPU-only variant.
+  // On the current device, with the kernels' code loaded and descriptor buffers for 8 launches in
+  // flight allocated (so a first copy pays neither). FailedPrecondition in the CPU-only variant.
   static absl::StatusOr<std::unique_ptr<KvCopier>> Create();
   virtual ~KvCopier() = default;
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kernels/descriptor_ring.h"
@@ -20,10 +21,20 @@ namespace {
 
 constexpr unsigned kWarpsPerBlock = 8;
 constexpr unsigned kBlocksPerMultiprocessor = 4;
+constexpr size_t kPreparedLaunches = 8;
+constexpr size_t kPreparedDescriptorBytes = 4096;  // 32 layers and 112 blocks; more grows a slot
 
 class GpuKvCopier final : public KvCopier {
  public:
   GpuKvCopier(unsigned threads, unsigned max_grid) : threads_(threads), max_grid_(max_grid) {}
+
+  // The first transfer's costs, paid at creation: loading the kernels' code, and descriptor
+  // buffers for a put's chunked launches in flight (GpuClientOptions::commit_chunks, 8).
+  absl::Status Prepare() {
+    KVTIER_RETURN_IF_ERROR(
+        gpu::StatusFromVendorCode(PreloadKvCopyKernels(), "loading the KV copy kernels"));
+    return descriptors_.Reserve(kPreparedLaunches, kPreparedDescriptorBytes);
+  }
 
   absl::Status Copy(const PagedKvCache& cache, KvCopyDirection direction,
                     std::span<const int32_t> engine_blocks, std::span<void* const> payloads,
@@ -117,7 +128,9 @@ absl::StatusOr<std::unique_ptr<KvCopier>> KvCopier::Create() {
   // keep the memory system (and PCIe, for mapped host payloads) busy.
   const unsigned threads = std::min(kWarpsPerBlock * static_cast<unsigned>(info.warp_size), 1024u);
   const unsigned grid = kBlocksPerMultiprocessor * static_cast<unsigned>(info.multiprocessors);
-  return std::unique_ptr<KvCopier>(new GpuKvCopier(threads, grid));
+  auto copier = std::make_unique<GpuKvCopier>(threads, grid);
+  KVTIER_RETURN_IF_ERROR(copier->Prepare());
+  return copier;
 }
 
 }  // namespace kvtier

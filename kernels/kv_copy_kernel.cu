@@ -62,8 +62,8 @@ __global__ void KvCopyKernel(KvCopyParams p) {
     const uint32_t layer = static_cast<uint32_t>((piece / 2) % p.num_layers);
     const uint64_t i = piece / 2 / p.num_layers;
     const int64_t block = static_cast<int64_t>(p.entries[2 * i]);
-    char* payload = reinterpret_cast<char*>(p.entries[2 * i + 1]) +
-                    (uint64_t{layer} * 2 + kv) * p.piece_bytes;
+    char* payload =
+        reinterpret_cast<char*>(p.entries[2 * i + 1]) + (uint64_t{layer} * 2 + kv) * p.piece_bytes;
     char* cache = reinterpret_cast<char*>(p.layer_bases[2 * layer + kv]) + block * p.block_stride;
     CopyPiece<U>(p, cache, payload);
   }
@@ -75,7 +75,22 @@ int Launch(const KvCopyParams& p, unsigned grid, unsigned threads, cudaStream_t 
   return static_cast<int>(cudaGetLastError());
 }
 
+template <typename U>
+int Preload() {
+  cudaFuncAttributes attributes;
+  return static_cast<int>(
+      cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&KvCopyKernel<U>)));
+}
+
 }  // namespace
+
+int PreloadKvCopyKernels() {
+  for (int rc : {Preload<uint4>(), Preload<uint2>(), Preload<uint32_t>(), Preload<uint16_t>(),
+                 Preload<uint8_t>()}) {
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
 
 int LaunchKvCopy(const KvCopyParams& params, unsigned grid, unsigned threads, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);

@@ -30,4 +30,9 @@ struct KvCopyParams {
 // blocks of `threads` threads. Returns the vendor's error code (0 = success).
 int LaunchKvCopy(const KvCopyParams& params, unsigned grid, unsigned threads, void* stream);
 
+// Loads the code of every variant LaunchKvCopy may launch onto the current device now: CUDA loads
+// a kernel lazily at its first launch, which would land inside a client's first transfer. Returns
+// the vendor's error code (0 = success).
+int PreloadKvCopyKernels();
+
 }  // namespace kvtier

@@ -6,9 +6,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "kernels/descriptor_ring.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace kvtier::gpu {
@@ -118,6 +120,40 @@ TEST(GpuRuntime, StreamWaitEventOrdersWorkAcrossStreams) {
   }
   KVTIER_ASSERT_OK(DeviceFree(*a));
   KVTIER_ASSERT_OK(DeviceFree(*b));
+}
+
+// Reserve allocates the slots a client's first launches need before they run (the first put paid
+// eight pinned allocations on its path before), and Acquire serves from them without adding any;
+// what Upload sends is what the device buffer then holds.
+TEST(DescriptorRing, ReservedSlotsServeLaunchesWithoutAllocatingMore) {
+  KVTIER_REQUIRE_GPU();
+  KVTIER_ASSERT_OK(SetDevice(0));
+  DescriptorRing ring;
+  KVTIER_ASSERT_OK(ring.Reserve(4, 8192));
+  EXPECT_EQ(ring.slots(), 4u);
+  auto stream = Stream::Create();
+  KVTIER_ASSERT_OK(stream);
+  std::set<void*> staging_seen;
+  std::vector<unsigned char> back(8192);
+  for (int round = 0; round < 12; ++round) {
+    auto staging = ring.Acquire(8192);
+    KVTIER_ASSERT_OK(staging);
+    staging_seen.insert(*staging);
+    std::memset(*staging, round + 1, 8192);
+    KVTIER_ASSERT_OK(ring.Upload(8192, stream->handle()));
+    KVTIER_ASSERT_OK(CopyAsync(back.data(), ring.device(), 8192, stream->handle()));
+    KVTIER_ASSERT_OK(ring.Retire(stream->handle()));
+    KVTIER_ASSERT_OK(stream->Synchronize());
+    ASSERT_EQ(back[0], round + 1);
+    ASSERT_EQ(back[8191], round + 1);
+  }
+  EXPECT_EQ(ring.slots(), 4u);
+  EXPECT_LE(staging_seen.size(), 4u);
+  // Reserve never shrinks, and stops at kMaxSlots.
+  KVTIER_ASSERT_OK(ring.Reserve(2, 4096));
+  EXPECT_EQ(ring.slots(), 4u);
+  KVTIER_ASSERT_OK(ring.Reserve(DescriptorRing::kMaxSlots + 5, 4096));
+  EXPECT_EQ(ring.slots(), DescriptorRing::kMaxSlots);
 }
 
 }  // namespace
