@@ -18,9 +18,14 @@ namespace og = ops::gpu;
 struct GpuModel::Step {
   StepInputs in;
   int64_t max_kv_len = 0;  // host bound of the context: the decode split plan (a graph's bucket)
-  int64_t logit_rows = 0;  // 1, or n for all positions
+  int64_t max_q_len = 0;   // host bound of a sequence's query count: the prefill launch
+  int64_t logit_rows = 0;  // 1, or n for all positions, or a batch's sequences
+  std::vector<int32_t> gather;  // [logit_rows] rows whose logits are wanted, when they are not
+                                // the last logit_rows rows (a batch with prefill chunks)
   float* logits = nullptr;
   GpuKvPool* pool = nullptr;
+  void* workspace = nullptr;  // the decode attention's
+  int64_t workspace_bytes = 0;
 };
 
 namespace {
@@ -100,44 +105,21 @@ ops::PagedKvGeometry GpuModel::KvGeometry(int64_t block_tokens) const {
           .head_dim = config_.head_dim};
 }
 
-absl::Status GpuModel::Check(std::span<const int32_t> tokens, int64_t start,
-                             std::span<const int32_t> block_table, const GpuKvPool& pool) const {
-  const auto n = static_cast<int64_t>(tokens.size());
-  if (n == 0 || n > options_.max_chunk_tokens) {
-    return absl::InvalidArgumentError(
-        fmt::format("Forward: {} tokens; a call takes 1 to {} (max_chunk_tokens)", n,
-                    options_.max_chunk_tokens));
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || static_cast<uint32_t>(tokens[i]) >= config_.vocab_size) {
-      return absl::InvalidArgumentError(
-          fmt::format("token {} at index {} is outside the vocabulary of {} ({} tokens)", tokens[i],
-                      i, config_.name, config_.vocab_size));
-    }
-  }
-  const int64_t end = start + n;
-  if (start < 0 || end > config_.max_position_embeddings) {
-    return absl::InvalidArgumentError(fmt::format(
-        "positions {}..{} exceed the context of {} ({} tokens, max_position_embeddings)", start,
-        end - 1, config_.name, config_.max_position_embeddings));
-  }
+absl::Status GpuModel::CheckPool(const GpuKvPool& pool) const {
   const ops::PagedKvGeometry& g = pool.geometry();
   if (g.layers != config_.num_layers || g.kv_heads != config_.num_kv_heads ||
       g.head_dim != config_.head_dim || pool.dtype() != dtype()) {
     return absl::InvalidArgumentError(
         "Forward: the KV pool's geometry or dtype is not this model's");
   }
-  const int64_t blocks = (end + g.block_tokens - 1) / g.block_tokens;
-  if (static_cast<int64_t>(block_table.size()) < blocks) {
+  return absl::OkStatus();
+}
+
+absl::Status GpuModel::CheckTokens(int64_t n) const {
+  if (n == 0 || n > options_.max_chunk_tokens) {
     return absl::InvalidArgumentError(
-        fmt::format("Forward: {} tokens need {} blocks; the block table has {}", end, blocks,
-                    block_table.size()));
-  }
-  for (int64_t b = 0; b < blocks; ++b) {
-    if (block_table[b] < 0 || block_table[b] >= pool.num_slots()) {
-      return absl::InvalidArgumentError(fmt::format(
-          "Forward: block table entry {} is slot {}, not in the pool", b, block_table[b]));
-    }
+        fmt::format("Forward: {} tokens; a call takes 1 to {} (max_chunk_tokens)", n,
+                    options_.max_chunk_tokens));
   }
   return absl::OkStatus();
 }
@@ -145,10 +127,17 @@ absl::Status GpuModel::Check(std::span<const int32_t> tokens, int64_t start,
 absl::StatusOr<const float*> GpuModel::Forward(std::span<const int32_t> tokens, int64_t start,
                                                std::span<const int32_t> block_table,
                                                GpuKvPool& pool, bool all_logits) {
-  KVTIER_RETURN_IF_ERROR(Check(tokens, start, block_table, pool));
   const auto n = static_cast<int64_t>(tokens.size());
+  KVTIER_RETURN_IF_ERROR(CheckTokens(n));
+  const ChunkInput chunk{.tokens = tokens, .start = start, .block_table = block_table};
+  KVTIER_RETURN_IF_ERROR(
+      CheckBatch({&chunk, 1}, config_, pool.geometry().block_tokens, pool.num_slots()));
+  KVTIER_RETURN_IF_ERROR(CheckPool(pool));
   Step step;
   step.logit_rows = all_logits ? n : 1;
+  step.max_q_len = n;
+  step.workspace = scratch_->decode_workspace;
+  step.workspace_bytes = scratch_->decode_workspace_bytes;
   KVTIER_ASSIGN_OR_RETURN(step.logits, scratch_->EnsureLogitsRows(step.logit_rows));
   KVTIER_ASSIGN_OR_RETURN(step.in, scratch_->Upload(tokens, start, block_table,
                                                     pool.geometry().block_tokens, stream()));
@@ -161,6 +150,26 @@ absl::StatusOr<const float*> GpuModel::Forward(std::span<const int32_t> tokens, 
     step.max_kv_len = start + n;
     KVTIER_RETURN_IF_ERROR(Enqueue(step));
   }
+  return step.logits;
+}
+
+absl::StatusOr<const float*> GpuModel::Forward(std::span<const ChunkInput> batch, GpuKvPool& pool) {
+  const int64_t bt = pool.geometry().block_tokens;
+  KVTIER_RETURN_IF_ERROR(CheckPool(pool));
+  KVTIER_RETURN_IF_ERROR(CheckBatch(batch, config_, bt, pool.num_slots()));
+  const ForwardPlan plan = PlanForward(batch, bt);
+  KVTIER_RETURN_IF_ERROR(CheckTokens(plan.total));
+  Step step;
+  step.logit_rows = plan.batch;
+  step.max_kv_len = plan.max_kv_len;
+  step.max_q_len = plan.max_q_len;
+  if (!plan.decode_only()) step.gather = plan.last_rows;
+  step.pool = &pool;
+  KVTIER_ASSIGN_OR_RETURN(step.logits, scratch_->EnsureLogitsRows(plan.batch));
+  KVTIER_ASSIGN_OR_RETURN(step.in, scratch_->UploadPlan(plan, config_, stream()));
+  step.workspace = scratch_->batch_decode_workspace();
+  step.workspace_bytes = scratch_->batch_decode_workspace_bytes();
+  KVTIER_RETURN_IF_ERROR(Enqueue(step));
   return step.logits;
 }
 
@@ -188,6 +197,16 @@ absl::Status GpuModel::Enqueue(const Step& s) {
     KVTIER_RETURN_IF_ERROR(Done("norm"));
   }
   const void* from = At(static_cast<const void*>(scratch_->h), (n - s.logit_rows) * hidden);
+  if (!s.gather.empty()) {  // each sequence's last row, side by side (DMA, no kernel)
+    std::vector<gpu::CopyOp> rows;
+    for (size_t i = 0; i < s.gather.size(); ++i) {
+      rows.push_back({.dst = At(scratch_->gate_up, static_cast<int64_t>(i) * hidden),
+                      .src = At(static_cast<const void*>(scratch_->h), s.gather[i] * hidden),
+                      .bytes = static_cast<size_t>(2 * hidden)});
+    }
+    KVTIER_RETURN_IF_ERROR(gpu::CopyBatchAsync(rows, stream()));
+    from = scratch_->gate_up;
+  }
   KVTIER_RETURN_IF_ERROR(Linear(from, weights_->output(), nullptr, s.logit_rows, config_.vocab_size,
                                 hidden, s.logits, /*y_float=*/true));
   return Done("lm_head");
@@ -239,19 +258,18 @@ absl::Status GpuModel::Attention(int64_t layer, const Step& s) {
                                     .sliding_window = config_.sliding_window};
   const og::AttentionBatch batch{.q = q,
                                  .q_token_stride = q_stride,
-                                 .kv_lens = s.in.kv_len,
-                                 .block_tables = s.in.block_table,
-                                 .max_blocks = scratch_->max_blocks(),
-                                 .batch = 1,
+                                 .kv_lens = s.in.kv_lens,
+                                 .block_tables = s.in.block_tables,
+                                 .max_blocks = s.in.max_blocks,
+                                 .batch = s.in.batch,
                                  .pool = s.pool->data(),
                                  .out = scratch_->attn};
-  if (n == 1) {
-    KVTIER_RETURN_IF_ERROR(og::AttentionDecode(dtype(), params, batch, s.max_kv_len,
-                                               scratch_->decode_workspace,
-                                               scratch_->decode_workspace_bytes, stream()));
+  if (n == s.in.batch) {  // one query per sequence: decode
+    KVTIER_RETURN_IF_ERROR(og::AttentionDecode(dtype(), params, batch, s.max_kv_len, s.workspace,
+                                               s.workspace_bytes, stream()));
   } else {
     KVTIER_RETURN_IF_ERROR(
-        og::AttentionPrefill(dtype(), params, batch, s.in.q_indptr, n, stream()));
+        og::AttentionPrefill(dtype(), params, batch, s.in.q_indptr, s.max_q_len, stream()));
   }
   KVTIER_RETURN_IF_ERROR(Done("attention"));
   KVTIER_RETURN_IF_ERROR(

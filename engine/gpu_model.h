@@ -22,6 +22,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "engine/forward_batch.h"
 #include "engine/gpu_decode_graphs.h"
 #include "engine/gpu_kv_pool.h"
 #include "engine/gpu_scratch.h"
@@ -89,14 +90,23 @@ class GpuModel {
                                        std::span<const int32_t> block_table, GpuKvPool& pool,
                                        bool all_logits);
 
+  // One step over several sequences at once (forward_batch.h), 1 .. max_chunk_tokens tokens in
+  // all. Returns logits [batch, vocab] in device memory, float32, row b the last token's of entry
+  // b, valid and ready as Forward's. A step whose chunks are all single tokens runs the decode
+  // attention kernel over the batch, else the prefill kernel over the ragged batch; neither is
+  // replayed from a graph yet (batched decode graphs, per batch-size bucket, come later).
+  // InvalidArgument (nothing enqueued) as Forward, naming the batch entry.
+  absl::StatusOr<const float*> Forward(std::span<const ChunkInput> batch, GpuKvPool& pool);
+
  private:
   struct Step;
   GpuModel(ModelConfig config, GpuModelOptions options, std::unique_ptr<GpuWeights> weights,
            gpu::Stream stream, std::unique_ptr<GpuScratch> scratch, void* inv_freq,
            std::unique_ptr<ops::gpu::GemmRunner> gemm);
 
-  absl::Status Check(std::span<const int32_t> tokens, int64_t start,
-                     std::span<const int32_t> block_table, const GpuKvPool& pool) const;
+  absl::Status CheckPool(const GpuKvPool& pool) const;
+  // InvalidArgument unless 1 <= n <= max_chunk_tokens.
+  absl::Status CheckTokens(int64_t n) const;
   // Enqueues the whole pass for the inputs in `step` (device addresses only: recordable).
   absl::Status Enqueue(const Step& step);
   // scratch h [n, hidden] (normalized input) -> h = attention output after o_proj.

@@ -1,5 +1,6 @@
 #include "engine/gpu_scratch.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/ops/gpu/attention_gpu.h"
@@ -39,7 +40,7 @@ absl::StatusOr<std::unique_ptr<GpuScratch>> GpuScratch::Create(const ModelConfig
                            t * c.hidden_size,
                            t * (c.q_dim() + 2 * c.kv_dim()),
                            t * c.q_dim(),
-                           t * 2 * c.intermediate_size,
+                           t * std::max(2 * c.intermediate_size, c.hidden_size),
                            t * c.intermediate_size,
                            s->decode_workspace_bytes};
   int64_t total = 0;
@@ -56,12 +57,17 @@ absl::StatusOr<std::unique_ptr<GpuScratch>> GpuScratch::Create(const ModelConfig
   KVTIER_ASSIGN_OR_RETURN(s->inputs_, gpu::DeviceAlloc(static_cast<size_t>(input_bytes)));
   KVTIER_ASSIGN_OR_RETURN(s->staging_, gpu::PinnedAlloc(static_cast<size_t>(input_bytes)));
   KVTIER_ASSIGN_OR_RETURN(s->staged_, gpu::Event::Create());
+  KVTIER_ASSIGN_OR_RETURN(s->batch_staged_, gpu::Event::Create());
   KVTIER_RETURN_IF_ERROR(s->EnsureLogitsRows(1).status());
   return s;
 }
 
 GpuScratch::~GpuScratch() {
   (void)staged_.Synchronize();
+  (void)batch_staged_.Synchronize();
+  (void)gpu::DeviceFree(batch_workspace_);
+  (void)gpu::PinnedFree(batch_staging_);
+  (void)gpu::DeviceFree(batch_inputs_);
   (void)gpu::DeviceFree(logits_);
   (void)gpu::PinnedFree(staging_);
   (void)gpu::DeviceFree(inputs_);
@@ -76,12 +82,14 @@ StepInputs GpuScratch::InputsFor(int64_t n) const {
   const InputOffsets o(n);
   const char* base = static_cast<const char*>(inputs_);
   return {.n = n,
+          .batch = 1,
+          .max_blocks = max_blocks_,
           .token_slots = reinterpret_cast<const int64_t*>(base + o.slots),
           .ids = reinterpret_cast<const int32_t*>(base + o.ids),
           .positions = reinterpret_cast<const int32_t*>(base + o.positions),
           .q_indptr = reinterpret_cast<const int32_t*>(base + o.q_indptr),
-          .kv_len = reinterpret_cast<const int32_t*>(base + o.kv_len),
-          .block_table = reinterpret_cast<const int32_t*>(base + o.table)};
+          .kv_lens = reinterpret_cast<const int32_t*>(base + o.kv_len),
+          .block_tables = reinterpret_cast<const int32_t*>(base + o.table)};
 }
 
 absl::StatusOr<StepInputs> GpuScratch::Upload(std::span<const int32_t> tokens, int64_t start,
@@ -107,6 +115,68 @@ absl::StatusOr<StepInputs> GpuScratch::Upload(std::span<const int32_t> tokens, i
   KVTIER_RETURN_IF_ERROR(gpu::CopyAsync(inputs_, staging_, InputBytes(n, blocks), stream));
   KVTIER_RETURN_IF_ERROR(staged_.Record(stream));
   return InputsFor(n);
+}
+
+absl::Status GpuScratch::EnsureBatchBytes(int64_t bytes) {
+  if (bytes <= batch_bytes_) return absl::OkStatus();
+  const int64_t grown = std::max<int64_t>(bytes, 2 * batch_bytes_);
+  // Enqueued work may still read the old buffers: wait for it before freeing.
+  KVTIER_RETURN_IF_ERROR(gpu::DeviceSynchronize());
+  KVTIER_RETURN_IF_ERROR(gpu::PinnedFree(batch_staging_));
+  KVTIER_RETURN_IF_ERROR(gpu::DeviceFree(batch_inputs_));
+  batch_staging_ = batch_inputs_ = nullptr;
+  batch_bytes_ = 0;
+  KVTIER_ASSIGN_OR_RETURN(batch_inputs_, gpu::DeviceAlloc(static_cast<size_t>(grown)));
+  KVTIER_ASSIGN_OR_RETURN(batch_staging_, gpu::PinnedAlloc(static_cast<size_t>(grown)));
+  batch_bytes_ = grown;
+  return absl::OkStatus();
+}
+
+absl::Status GpuScratch::EnsureBatchWorkspace(int64_t bytes) {
+  if (bytes <= batch_workspace_bytes_) return absl::OkStatus();
+  KVTIER_RETURN_IF_ERROR(gpu::DeviceSynchronize());
+  KVTIER_RETURN_IF_ERROR(gpu::DeviceFree(batch_workspace_));
+  batch_workspace_ = nullptr;
+  batch_workspace_bytes_ = 0;
+  KVTIER_ASSIGN_OR_RETURN(batch_workspace_, gpu::DeviceAlloc(static_cast<size_t>(bytes)));
+  batch_workspace_bytes_ = bytes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepInputs> GpuScratch::UploadPlan(const ForwardPlan& plan,
+                                                  const ModelConfig& config,
+                                                  gpu::StreamHandle stream) {
+  const int64_t t = plan.total, b = plan.batch;
+  // [token_slots t (int64)][ids t][positions t][q_indptr b + 1][kv_lens b][block_tables b x m]
+  const int64_t ids = 8 * t, positions = 12 * t, indptr = 16 * t, kv_lens = indptr + 4 * (b + 1),
+                table = kv_lens + 4 * b, bytes = table + 4 * b * plan.max_blocks;
+  const ops::AttentionParams params{.kv = {.layers = 1,
+                                           .block_tokens = 1,
+                                           .kv_heads = config.num_kv_heads,
+                                           .head_dim = config.head_dim},
+                                    .q_heads = config.num_heads};
+  KVTIER_RETURN_IF_ERROR(EnsureBatchWorkspace(ops::gpu::AttentionDecodeWorkspaceBytes(params, b)));
+  KVTIER_RETURN_IF_ERROR(batch_staged_.Synchronize());  // the last upload has read the staging
+  KVTIER_RETURN_IF_ERROR(EnsureBatchBytes(bytes));
+  char* host = static_cast<char*>(batch_staging_);
+  std::memcpy(host, plan.token_slots.data(), 8 * t);
+  std::memcpy(host + ids, plan.ids.data(), 4 * t);
+  std::memcpy(host + positions, plan.positions.data(), 4 * t);
+  std::memcpy(host + indptr, plan.q_indptr.data(), 4 * (b + 1));
+  std::memcpy(host + kv_lens, plan.kv_lens.data(), 4 * b);
+  std::memcpy(host + table, plan.block_tables.data(), 4 * b * plan.max_blocks);
+  KVTIER_RETURN_IF_ERROR(gpu::CopyAsync(batch_inputs_, batch_staging_, bytes, stream));
+  KVTIER_RETURN_IF_ERROR(batch_staged_.Record(stream));
+  const char* base = static_cast<const char*>(batch_inputs_);
+  return StepInputs{.n = t,
+                    .batch = b,
+                    .max_blocks = plan.max_blocks,
+                    .token_slots = reinterpret_cast<const int64_t*>(base),
+                    .ids = reinterpret_cast<const int32_t*>(base + ids),
+                    .positions = reinterpret_cast<const int32_t*>(base + positions),
+                    .q_indptr = reinterpret_cast<const int32_t*>(base + indptr),
+                    .kv_lens = reinterpret_cast<const int32_t*>(base + kv_lens),
+                    .block_tables = reinterpret_cast<const int32_t*>(base + table)};
 }
 
 absl::StatusOr<float*> GpuScratch::EnsureLogitsRows(int64_t rows) {

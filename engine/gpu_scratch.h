@@ -6,6 +6,10 @@
 // [kv_len 1 + pad][block table], so for a given n every address is fixed: a graph recorded for
 // n = 1 reads the inputs of whatever step was uploaded before its replay.
 //
+// A batched step (forward_batch.h) has buffers of its own, grown to the largest batch seen (its
+// block tables are batch x the batch's longest table, which no fixed size bounds), so the
+// single-sequence inputs — and the graphs recorded over them — never move.
+//
 // Thread-safety: not thread-safe; one owner (the model), one stream.
 #pragma once
 
@@ -14,20 +18,24 @@
 #include <span>
 
 #include "common/status.h"
+#include "engine/forward_batch.h"
 #include "engine/model_config.h"
 #include "kernels/gpu_runtime.h"
 
 namespace kvtier::engine {
 
-// Device addresses of one call's inputs (n tokens).
+// Device addresses of one call's inputs (n tokens of `batch` sequences; a single-sequence call is
+// a batch of one).
 struct StepInputs {
   int64_t n = 0;
-  const int64_t* token_slots = nullptr;  // [n]  slot * block_tokens + row of token i's K/V
-  const int32_t* ids = nullptr;          // [n]
-  const int32_t* positions = nullptr;    // [n]
-  const int32_t* q_indptr = nullptr;     // [2]  {0, n}
-  const int32_t* kv_len = nullptr;       // [1]  start + n
-  const int32_t* block_table = nullptr;  // [max_blocks]
+  int64_t batch = 1;
+  int64_t max_blocks = 0;                 // the stride of block_tables
+  const int64_t* token_slots = nullptr;   // [n]  slot * block_tokens + row of token i's K/V
+  const int32_t* ids = nullptr;           // [n]
+  const int32_t* positions = nullptr;     // [n]
+  const int32_t* q_indptr = nullptr;      // [batch + 1]
+  const int32_t* kv_lens = nullptr;       // [batch]  start + n of each sequence
+  const int32_t* block_tables = nullptr;  // [batch, max_blocks]
 };
 
 class GpuScratch {
@@ -49,6 +57,15 @@ class GpuScratch {
   // The addresses Upload uses for n tokens, without uploading (what a graph records).
   StepInputs InputsFor(int64_t n) const;
 
+  // Stages a batched step's plan and enqueues its upload on `stream`, growing the batch buffers
+  // first when the plan does not fit (waiting for the device, as enqueued work may read them).
+  // Also sizes batch_decode_workspace for plan.batch sequences. Precondition: plan.total <=
+  // max_tokens.
+  absl::StatusOr<StepInputs> UploadPlan(const ForwardPlan& plan, const ModelConfig& config,
+                                        gpu::StreamHandle stream);
+  void* batch_decode_workspace() const { return batch_workspace_; }
+  int64_t batch_decode_workspace_bytes() const { return batch_workspace_bytes_; }
+
   int64_t max_tokens() const { return max_tokens_; }
   int64_t max_blocks() const { return max_blocks_; }
 
@@ -57,7 +74,8 @@ class GpuScratch {
   void* h = nullptr;                 // [hidden]  a sublayer's input, then its output
   void* qkv = nullptr;               // [q_dim + 2 kv_dim]
   void* attn = nullptr;              // [q_dim]
-  void* gate_up = nullptr;           // [2 intermediate]
+  void* gate_up = nullptr;           // [max(2 intermediate, hidden)]: a batched step gathers
+                                     // its last tokens' rows here for the LM head
   void* act = nullptr;               // [intermediate]
   void* decode_workspace = nullptr;  // AttentionDecode's split results
   int64_t decode_workspace_bytes = 0;
@@ -69,6 +87,9 @@ class GpuScratch {
  private:
   GpuScratch() = default;
   int64_t InputBytes(int64_t n, int64_t blocks) const;
+  // Grows a device buffer and its pinned staging twin to `bytes` (synchronizing first).
+  absl::Status EnsureBatchBytes(int64_t bytes);
+  absl::Status EnsureBatchWorkspace(int64_t bytes);
 
   int64_t max_tokens_ = 0;
   int64_t max_blocks_ = 0;
@@ -79,6 +100,12 @@ class GpuScratch {
   gpu::Event staged_;        // the last upload has read staging_
   float* logits_ = nullptr;
   int64_t logits_rows_ = 0;
+  void* batch_inputs_ = nullptr;   // device copy of a batched step's staged plan
+  void* batch_staging_ = nullptr;  // pinned
+  int64_t batch_bytes_ = 0;
+  gpu::Event batch_staged_;  // the last batched upload has read batch_staging_
+  void* batch_workspace_ = nullptr;
+  int64_t batch_workspace_bytes_ = 0;
 };
 
 }  // namespace kvtier::engine

@@ -1,0 +1,29 @@
+#include "engine/gpu_backend.h"
+
+namespace kvtier::engine {
+
+absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(GpuModel& model,
+                                                               int64_t block_tokens,
+                                                               int32_t num_slots) {
+  KVTIER_ASSIGN_OR_RETURN(
+      std::unique_ptr<GpuKvPool> pool,
+      GpuKvPool::Create(model.KvGeometry(block_tokens), num_slots, model.dtype()));
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<GpuSampler> sampler,
+                          GpuSampler::Create(model.config().vocab_size));
+  return std::unique_ptr<GpuBackend>(new GpuBackend(model, std::move(pool), std::move(sampler)));
+}
+
+absl::StatusOr<std::vector<int32_t>> GpuBackend::Step(std::span<const ChunkInput> batch,
+                                                      std::span<const SampleSpec> samples) {
+  KVTIER_ASSIGN_OR_RETURN(const float* logits, model_.Forward(batch, *pool_));
+  const auto vocab = static_cast<int64_t>(model_.config().vocab_size);
+  std::vector<int32_t> tokens(batch.size(), -1);
+  for (size_t b = 0; b < batch.size(); ++b) {
+    if (!samples[b].wanted) continue;
+    KVTIER_ASSIGN_OR_RETURN(tokens[b], sampler_->Choose(logits + b * vocab, samples[b].params,
+                                                        samples[b].step, model_.stream()));
+  }
+  return tokens;
+}
+
+}  // namespace kvtier::engine
