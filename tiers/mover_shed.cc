@@ -243,6 +243,12 @@ bool Mover::Flush(std::chrono::steady_clock::time_point deadline) {
     const absl::Time until = absl::FromChrono(std::chrono::system_clock::now() +
                                               (deadline - std::chrono::steady_clock::now()));
     while (!stop_.load() && !(evictor_idle_ && !work_pending_ && moves_.empty())) {
+      // A passed deadline ends the flush without releasing the lock: waiting "until the past"
+      // still lets the evictor run first, and the answer would depend on the scheduler.
+      if (absl::Now() >= until) {
+        finished = false;
+        break;
+      }
       if (cv_.WaitWithDeadline(&mu_, until)) {
         finished = stop_.load() || (evictor_idle_ && !work_pending_ && moves_.empty());
         break;
