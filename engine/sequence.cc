@@ -25,6 +25,7 @@ Sequence::Sequence(uint64_t id, std::vector<int32_t> prompt, RequestOptions opti
       num_prompt_tokens_(static_cast<int64_t>(tokens_.size())) {}
 
 const BlockKey& Sequence::BlockKeyAt(int64_t i, int64_t block_tokens, const BlockKey& root) {
+  if (i < static_cast<int64_t>(block_keys_.size())) return block_keys_[i];
   std::vector<uint32_t> block(block_tokens);
   while (static_cast<int64_t>(block_keys_.size()) <= i) {
     const int64_t j = static_cast<int64_t>(block_keys_.size());

@@ -71,7 +71,8 @@ class Sequence {
   int32_t preemptions() const { return preemptions_; }
 
   // The key of full block i (i < num_tokens() / block_tokens), chained from `root`; computed once
-  // and kept, since a sequence's tokens never change once there.
+  // and kept, since a sequence's tokens never change once there. Every call passes the same
+  // block_tokens and root (its block manager's).
   const BlockKey& BlockKeyAt(int64_t i, int64_t block_tokens, const BlockKey& root);
 
   // ---- For the scheduler and the block manager. ----
