@@ -11,6 +11,10 @@
 //     budget, max_running and the pool allow: cached prefix blocks are attached (those tokens are
 //     not computed) and the first chunk of the rest is scheduled. The queue is never reordered: a
 //     sequence that does not fit stops admission.
+// Every admission takes at least a token of a step's budget, and only budget the running sequences
+// left: so no more sequences run than max_step_tokens, and every running one gets a token of
+// every step. A sequence with prefill left takes all the budget left, so at most one is mid-prefill
+// at a time, the latest admitted: decodes come first in every step.
 // After the step ran, Update advances each sequence, enters its newly full blocks into the prefix
 // cache, appends the sampled token where a sequence computed its last token, and finishes those
 // that hit a stop condition. Preemption here is "free and recompute later" (what it frees stays in

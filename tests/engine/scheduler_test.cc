@@ -111,6 +111,17 @@ TEST_F(SchedulerTest, RunningSequencesAreLimited) {
   EXPECT_EQ(Step(), (Ran{{3, 2}}));
 }
 
+TEST_F(SchedulerTest, EveryRunningSequenceDecodesEveryStep) {
+  // A budget of 4 tokens admits at most 4 sequences, so none of them waits a step for its decode.
+  Make(64, Opts(4));
+  for (uint64_t id = 1; id <= 6; ++id) ASSERT_TRUE(Add(id, 1, MaxTokens(3)).ok());
+  EXPECT_EQ(Step(), (Ran{{1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+  EXPECT_EQ(scheduler_->num_running(), 4u);
+  EXPECT_EQ(Step(), (Ran{{1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+  EXPECT_EQ(Step(), (Ran{{1, 1}, {2, 1}, {3, 1}, {4, 1}}));  // all four finish
+  EXPECT_EQ(Step(), (Ran{{5, 1}, {6, 1}}));
+}
+
 TEST_F(SchedulerTest, ContextLimitRefusesLongPromptsAndEndsOutputs) {
   Make(64, Opts(64, 0, 10));
   EXPECT_EQ(Add(1, 11).code(), absl::StatusCode::kInvalidArgument);
