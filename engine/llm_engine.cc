@@ -65,6 +65,12 @@ absl::StatusOr<uint64_t> LlmEngine::Add(std::vector<int32_t> prompt,
                       prompt[i], i, vocab));
     }
   }
+  const ops::SamplingParams& p = options.sampling;
+  if (!(p.temperature >= 0) || p.top_k < 0 || !(p.top_p > 0 && p.top_p <= 1)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "request: sampling wants temperature >= 0, top_k >= 0 and 0 < top_p <= 1 (got {}, {}, {})",
+        p.temperature, p.top_k, p.top_p));
+  }
   const uint64_t id = next_id_;
   KVTIER_RETURN_IF_ERROR(
       scheduler_->Add(std::make_unique<Sequence>(id, std::move(prompt), options)));

@@ -57,7 +57,8 @@ class LlmEngine {
                                                            const EngineOptions& options);
 
   // Queues a request; returns its id (1, 2, ... in order of arrival). InvalidArgument for a token
-  // outside the vocabulary and whatever Scheduler::Add refuses.
+  // outside the vocabulary, sampling parameters out of range (temperature < 0, top_k < 0, top_p
+  // outside (0, 1]) and whatever Scheduler::Add refuses.
   absl::StatusOr<uint64_t> Add(std::vector<int32_t> prompt, const RequestOptions& options);
 
   // Cancels a waiting or running request: it comes out of the next Step as kCancelled. False if

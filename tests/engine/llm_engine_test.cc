@@ -203,6 +203,13 @@ TEST(LlmEngineCheckTest, BadRequestsAndOptionsAreRefused) {
             "request: token 512 at index 1 is outside the vocabulary (512 tokens)");
   EXPECT_EQ(engine->Add(Prompt(30, 1), Options(8)).status().code(),
             absl::StatusCode::kInvalidArgument);  // 37 tokens: 10 blocks, the pool has 8
+  RequestOptions bad_sampling = Options(1, 0.5f);
+  bad_sampling.sampling.top_p = 0;
+  EXPECT_EQ(engine->Add({1, 2}, bad_sampling).status().message(),
+            "request: sampling wants temperature >= 0, top_k >= 0 and 0 < top_p <= 1 (got 0.5, "
+            "50, 0)");
+  bad_sampling = Options(1, -1.0f);
+  EXPECT_EQ(engine->Add({1, 2}, bad_sampling).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(engine->idle());
 }
 
