@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -185,6 +186,32 @@ TEST_P(LlmEngineTest, StreamedTokensAreTheOutputs) {
     for (const RequestOutput& r : out->finished) finished[r.id] = r.tokens;
   }
   EXPECT_EQ(streamed, finished);
+}
+
+TEST_P(LlmEngineTest, StopsAtTheModelsEosAsGenerateDoes) {
+  const std::string dir = KVTIER_SOURCE_DIR "/tests/engine/data/models/" + GetParam();
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(dir);
+  absl::StatusOr<Checkpoint> checkpoint = Checkpoint::Open(dir);
+  ASSERT_TRUE(config.ok() && checkpoint.ok());
+  absl::StatusOr<HostWeights> weights = LoadHostWeights(*config, *checkpoint);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  const CpuModel free_model(*config, *weights);
+  const Request r{Prompt(9, 3), Options(12)};
+  const std::vector<int32_t> free_run = Alone(free_model, r);
+  ASSERT_EQ(free_run.size(), 12u);
+  // With the fourth token made the model's eos, the engine stops at its first occurrence.
+  config->generation.eos_token_ids = {static_cast<uint32_t>(free_run[3])};
+  const CpuModel model(*config, *std::move(weights));
+  std::unique_ptr<LlmEngine> engine = Engine(model, 64, EngineOptions{});
+  ASSERT_NE(engine, nullptr);
+  Request stop = r;
+  stop.options.ignore_eos = false;
+  const std::vector<RequestOutput> out = RunAll(*engine, {stop, r});
+  const size_t first = std::find(free_run.begin(), free_run.end(), free_run[3]) - free_run.begin();
+  EXPECT_EQ(out[0].tokens, std::vector<int32_t>(free_run.begin(), free_run.begin() + first + 1));
+  EXPECT_EQ(out[0].finish_reason, FinishReason::kStop);
+  EXPECT_EQ(out[0].tokens, Alone(model, stop));
+  EXPECT_EQ(out[1].tokens, free_run);  // ignore_eos
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, LlmEngineTest,
