@@ -163,7 +163,8 @@ void Compare(int64_t n, Kernel k, const void* out, size_t elems) {
                        static_cast<double>(std::abs(Bf16ToFloat(host[i]) - Bf16ToFloat(want[i]))));
     }
     g_diffs.push_back(
-        fmt::format("max |default - {}| at {} tokens: {:.4g}", KernelLabel(k), n, worst));
+        fmt::format("largest difference from the default kernel's output{}, {} tokens: {:.4g}",
+                    KernelLabel(k), n, worst));
   }
 }
 
