@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "index/namespace.h"
 
 namespace kvtier::engine {
 namespace {
+
+constexpr int64_t kDefaultStepTokens = 512;
 
 // The prefix cache's namespace root: blocks of another model, KV dtype or block size never match.
 absl::StatusOr<BlockKey> Root(const ModelBackend& backend) {
@@ -26,7 +29,9 @@ absl::StatusOr<std::unique_ptr<LlmEngine>> LlmEngine::Create(std::unique_ptr<Mod
   const ModelConfig& config = backend->config();
   SchedulerOptions s;
   s.max_running = options.max_running;
-  s.max_step_tokens = options.max_step_tokens;
+  s.max_step_tokens = options.max_step_tokens > 0
+                          ? options.max_step_tokens
+                          : std::min<int64_t>(kDefaultStepTokens, backend->max_step_tokens());
   s.max_model_len =
       options.max_model_len > 0 ? options.max_model_len : config.max_position_embeddings;
   for (uint32_t id : config.generation.eos_token_ids) {

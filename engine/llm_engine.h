@@ -21,9 +21,11 @@
 namespace kvtier::engine {
 
 struct EngineOptions {
-  int32_t max_running = 64;       // SchedulerOptions'
-  int64_t max_step_tokens = 512;  // SchedulerOptions'; at most the backend's max_step_tokens()
-  int64_t max_model_len = 0;      // 0: the model's max_position_embeddings
+  int32_t max_running = 64;  // SchedulerOptions'
+  // SchedulerOptions'; at most the backend's max_step_tokens(). 0: 512, or the backend's limit
+  // when that is less (the GPU model's max_chunk_tokens).
+  int64_t max_step_tokens = 0;
+  int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
   bool prefix_caching = true;
 };
 

@@ -226,6 +226,8 @@ TEST(LlmEngineCheckTest, BadRequestsAndOptionsAreRefused) {
       LlmEngine::Create(std::make_unique<CpuBackend>(*model, kBlockTokens, 8), too_long).ok());
   std::unique_ptr<LlmEngine> engine = Engine(*model, 8, EngineOptions{});
   ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->scheduler().options().max_step_tokens, 512);  // the default
+  EXPECT_EQ(engine->scheduler().options().max_model_len, 256);    // the model's context
   EXPECT_EQ(engine->Add({1, 512}, Options(1)).status().message(),
             "request: token 512 at index 1 is outside the vocabulary (512 tokens)");
   EXPECT_EQ(engine->Add(Prompt(30, 1), Options(8)).status().code(),
