@@ -6,14 +6,13 @@
 //   GEMM tiled our tiled kernel at the same shape (the HIP build's GEMM; float32 SIMT arithmetic)
 //   HBM copy   a 1 GiB device-to-device copy, counted as bytes read + written
 //
-// Prefill: one sequence of N new tokens (no cached prefix), causal, on the default kernel (wgmma on
-// an H100, else mma.sync where the device has it), on mma.sync (KVTIER_PREFILL_KERNEL=mma) and, at
-// 8K, on the portable SIMT kernel the HIP build runs; the largest difference of each kernel's
-// output from the default one's is printed under the table: 4 *
-// q_heads * head_dim * N(N+1)/2 FLOPs. Decode: batch B, one query each against N cached tokens: the
-// K/V bytes read (2 * N * kv_heads * head_dim * 2 bytes per sequence) over the time. GPU event
-// times, best of
-// --repeat after a warm-up.
+// Prefill: one sequence of N new tokens (no cached prefix), causal, 4 * q_heads * head_dim *
+// N(N+1)/2 FLOPs, on the default kernel (on an H100 the Hopper kernel, else mma.sync where the
+// device has it), on each kernel KVTIER_PREFILL_KERNEL can pick (the Hopper variants and mma.sync)
+// and, at 8K, on the portable SIMT kernel the HIP build runs; the largest difference of each
+// kernel's output from the default one's is printed under the table. Decode: batch B, one query
+// each against N cached tokens: the K/V bytes read (2 * N * kv_heads * head_dim * 2 bytes per
+// sequence) over the time. GPU event times, best of --repeat after a warm-up.
 //
 //   kvtier_attention_bench [--repeat R]      (default 5)
 // Without a usable GPU it prints why and exits 0.
@@ -127,13 +126,23 @@ int32_t* Upload(Arena& arena, const std::vector<int32_t>& v) {
   return d;
 }
 
-// Which prefill kernel a row times: the default (wgmma on an H100), mma.sync (forced by
-// KVTIER_PREFILL_KERNEL=mma) or the portable SIMT kernel.
-enum class Kernel { kDefault, kMma, kPortable };
-
-const char* KernelLabel(Kernel k) {
-  return k == Kernel::kMma ? " (mma.sync)" : k == Kernel::kPortable ? " (portable SIMT)" : "";
-}
+// Which prefill kernel a row times: the default (on an H100 the Hopper kernel), one picked by
+// KVTIER_PREFILL_KERNEL (`env`: mma.sync or a Hopper variant, attention_prefill_wgmma.h), or the
+// portable SIMT kernel.
+struct Kernel {
+  const char* env;  // nullptr: unset
+  const char* label;
+  bool portable;
+  bool IsDefault() const { return env == nullptr && !portable; }
+};
+constexpr Kernel kDefault{nullptr, "", false};
+constexpr Kernel kPortable{nullptr, " (portable SIMT)", true};
+// Every other kernel timed at each length.
+constexpr Kernel kOthers[] = {
+    {"wgmma-sync", " (wgmma, every thread loads)", false},
+    {"ws-nopp", " (wgmma warp-specialised, no ping-pong)", false},
+    {"mma", " (mma.sync)", false},
+};
 
 // Outputs of the default kernel, by prompt length, to compare the others with.
 std::vector<std::pair<int64_t, std::vector<uint16_t>>> g_default_out;
@@ -147,11 +156,11 @@ float Bf16ToFloat(uint16_t b) {
 }
 
 // Keeps the default kernel's output of n tokens, or prints how far another kernel's is from it.
-void Compare(int64_t n, Kernel k, const void* out, size_t elems) {
+void Compare(int64_t n, const Kernel& k, const void* out, size_t elems) {
   std::vector<uint16_t> host(elems);
   Check(gpu::CopyAsync(host.data(), out, elems * 2, nullptr), "download");
   Check(gpu::DeviceSynchronize(), "download");
-  if (k == Kernel::kDefault) {
+  if (k.IsDefault()) {
     g_default_out.emplace_back(n, std::move(host));
     return;
   }
@@ -164,14 +173,14 @@ void Compare(int64_t n, Kernel k, const void* out, size_t elems) {
     }
     g_diffs.push_back(
         fmt::format("largest difference from the default kernel's output{}, {} tokens: {:.4g}",
-                    KernelLabel(k), n, worst));
+                    k.label, n, worst));
   }
 }
 
-Row Prefill(int64_t n, Kernel kernel, int repeat, gpu::StreamHandle stream) {
-  const bool portable = kernel == Kernel::kPortable;
-  if (kernel == Kernel::kMma) {
-    setenv("KVTIER_PREFILL_KERNEL", "mma", 1);
+Row Prefill(int64_t n, const Kernel& kernel, int repeat, gpu::StreamHandle stream) {
+  const bool portable = kernel.portable;
+  if (kernel.env != nullptr) {
+    setenv("KVTIER_PREFILL_KERNEL", kernel.env, 1);
   } else {
     unsetenv("KVTIER_PREFILL_KERNEL");
   }
@@ -193,8 +202,7 @@ Row Prefill(int64_t n, Kernel kernel, int repeat, gpu::StreamHandle stream) {
   unsetenv("KVTIER_PREFILL_KERNEL");
   Compare(n, kernel, b.out, n * kQHeads * kHeadDim);
   const double flops = 4.0 * kQHeads * kHeadDim * (static_cast<double>(n) * (n + 1) / 2);
-  return {fmt::format("attention prefill{}, {} tokens", KernelLabel(kernel), n), s,
-          flops / s / 1e12, -1};
+  return {fmt::format("attention prefill{}, {} tokens", kernel.label, n), s, flops / s / 1e12, -1};
 }
 
 Row Decode(int64_t batch, int64_t n, int repeat, gpu::StreamHandle stream) {
@@ -261,9 +269,11 @@ int Run(int repeat) {
   rows.push_back(Gemm(false, repeat, h));
   rows.push_back(Gemm(true, repeat, h));
   rows.push_back(Copy(repeat, h));
-  for (int64_t n : {1024, 8192, 32768}) rows.push_back(Prefill(n, Kernel::kDefault, repeat, h));
-  for (int64_t n : {1024, 8192, 32768}) rows.push_back(Prefill(n, Kernel::kMma, repeat, h));
-  rows.push_back(Prefill(8192, Kernel::kPortable, repeat, h));
+  for (int64_t n : {1024, 8192, 32768}) rows.push_back(Prefill(n, kDefault, repeat, h));
+  for (const Kernel& k : kOthers) {
+    for (int64_t n : {1024, 8192, 32768}) rows.push_back(Prefill(n, k, repeat, h));
+  }
+  rows.push_back(Prefill(8192, kPortable, repeat, h));
   for (int64_t n : {1024, 8192, 32768}) rows.push_back(Decode(1, n, repeat, h));
   rows.push_back(Decode(8, 8192, repeat, h));
   Print(rows);

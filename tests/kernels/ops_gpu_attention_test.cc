@@ -89,16 +89,28 @@ ops::gpu::AttentionBatch Batch(const Setup& s, int64_t batch, DeviceBuffer& out)
   return b;
 }
 
-// Every prefill kernel of this build against one reference result: the default (wgmma on an H100
-// at head_dim 128, else mma.sync where the device has it), mma.sync forced by
-// KVTIER_PREFILL_KERNEL=mma, and the portable SIMT one the HIP build runs.
-enum class Kernel { kDefault, kMma, kPortable };
+// Every prefill kernel of this build against one reference result: the default (on an H100 at
+// head_dim 128 a Hopper kernel, else mma.sync where the device has it), each kernel
+// KVTIER_PREFILL_KERNEL picks (the Hopper variants of attention_prefill_wgmma.h and mma.sync; on
+// other devices they fall back to the default), and the portable SIMT one the HIP build runs.
+struct Kernel {
+  const char* env;  // KVTIER_PREFILL_KERNEL, nullptr: unset
+  const char* name;
+  bool portable;
+};
+constexpr Kernel kKernels[] = {
+    {nullptr, "default kernel", false},
+    {"wgmma-sync", "wgmma kernel, every thread loading", false},
+    {"ws-nopp", "warp-specialised wgmma kernel without ping-pong", false},
+    {"mma", "mma.sync kernel", false},
+    {nullptr, "portable kernel", true},
+};
 
 // Sets KVTIER_PREFILL_KERNEL for its lifetime (the launcher reads it at each call).
 class PrefillKernelEnv {
  public:
-  explicit PrefillKernelEnv(Kernel k) {
-    if (k == Kernel::kMma) setenv("KVTIER_PREFILL_KERNEL", "mma", 1);
+  explicit PrefillKernelEnv(const Kernel& k) {
+    if (k.env != nullptr) setenv("KVTIER_PREFILL_KERNEL", k.env, 1);
   }
   ~PrefillKernelEnv() { unsetenv("KVTIER_PREFILL_KERNEL"); }
 };
@@ -113,19 +125,18 @@ void CheckPrefill(DType dtype, const Case& c) {
   ops::ref::AttentionPrefill(s.params, s.q.data(), s.q_indptr.data(), c.kv_lens.data(),
                              s.tables.data(), s.max_blocks, batch, s.pool.data(), want.data());
   const int64_t max_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
-  for (const Kernel kernel : {Kernel::kDefault, Kernel::kMma, Kernel::kPortable}) {
-    const bool portable = kernel == Kernel::kPortable;
-    const Tolerance tol = portable ? AttentionTolerance(dtype) : MmaPrefillTolerance(dtype);
+  for (const Kernel& kernel : kKernels) {
+    const Tolerance tol = kernel.portable ? AttentionTolerance(dtype) : MmaPrefillTolerance(dtype);
     DeviceBuffer out(out_elems * 2);
-    const auto run = portable ? ops::gpu::AttentionPrefillPortable : ops::gpu::AttentionPrefill;
+    const auto run =
+        kernel.portable ? ops::gpu::AttentionPrefillPortable : ops::gpu::AttentionPrefill;
     {
       PrefillKernelEnv env(kernel);
       KVTIER_ASSERT_OK(
           run(dtype, s.params, Batch(s, batch, out), s.indptr_dev.as<int32_t>(), max_q, nullptr));
     }
-    const char* names[] = {"default kernel", "mma.sync kernel", "portable kernel"};
     EXPECT_TRUE(Near(Widen(dtype, out.Download<uint16_t>(out_elems)), want, tol.atol, tol.rtol))
-        << names[static_cast<int>(kernel)];
+        << kernel.name;
   }
 }
 

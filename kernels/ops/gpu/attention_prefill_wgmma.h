@@ -10,10 +10,22 @@
 namespace kvtier::ops::gpu_launch {
 
 // AttentionPrefill on warpgroup matrix multiplies (wgmma) where the device is compute
-// capability 9.0 (the only one sm_90a code runs on), head_dim is 128, scale > 0, and the
-// environment variable KVTIER_PREFILL_KERNEL is not "mma" (a switch for benchmarks and tests, read
-// at each call). Else kNoMmaKernel, nothing launched; otherwise the vendor's code.
+// capability 9.0 (the only one sm_90a code runs on), head_dim is 128 and scale > 0. Else
+// kNoMmaKernel, nothing launched; otherwise the vendor's code. The environment variable
+// KVTIER_PREFILL_KERNEL (a switch for benchmarks and tests, read at each call) picks the kernel:
+// "mma" declines (mma.sync then serves), "wgmma-sync" the kernel whose every thread loads and
+// computes (attention_prefill_wgmma_kernel.cu), "ws-nopp" the warp-specialised kernel without
+// ping-pong; unset or anything else, the warp-specialised kernel
+// (attention_prefill_wgmma_ws_kernel.cu).
 int AttentionPrefillWgmma(bool bf16, const AttentionArgs& a, const int32_t* q_indptr,
                           int64_t max_q_len, void* stream);
+
+// The warp-specialised kernel, launched unconditionally.
+enum class WgmmaWsVariant {
+  kPingPong,    // the consumers take turns issuing their matrix multiplies
+  kNoPingPong,  // each consumer issues whenever it is ready
+};
+int AttentionPrefillWgmmaWs(bool bf16, WgmmaWsVariant v, const AttentionArgs& a,
+                            const int32_t* q_indptr, int64_t max_q_len, void* stream);
 
 }  // namespace kvtier::ops::gpu_launch
