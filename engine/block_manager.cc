@@ -16,7 +16,7 @@ int32_t BlockManager::Find(const BlockKey& key) const {
   return it == by_key_.end() ? -1 : it->second;
 }
 
-int64_t BlockManager::CachedPrefixBlocks(Sequence& seq) const {
+int64_t BlockManager::CachedPrefixBlocks(Sequence& seq) {
   if (!prefix_caching_) return 0;
   const int64_t most = (seq.num_tokens() - 1) / block_tokens_;
   int64_t found = 0;
@@ -24,7 +24,7 @@ int64_t BlockManager::CachedPrefixBlocks(Sequence& seq) const {
   return found;
 }
 
-int64_t BlockManager::SlotsToAdmit(Sequence& seq, int64_t cached, int64_t end) const {
+int64_t BlockManager::SlotsToAdmit(Sequence& seq, int64_t cached, int64_t end) {
   int64_t idle_hits = 0;  // cached blocks that leave the free pool when attached
   for (int64_t i = 0; i < cached; ++i) {
     idle_hits += slots_[Find(seq.BlockKeyAt(i, block_tokens_, root_))].refs == 0;

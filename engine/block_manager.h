@@ -20,52 +20,51 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "engine/kv_blocks.h"
 #include "engine/sequence.h"
 #include "index/block_key.h"
 
 namespace kvtier::engine {
 
-class BlockManager {
+class BlockManager final : public KvBlocks {
  public:
   // num_slots slots of block_tokens tokens (both > 0). `root`: the key chain's parent of every
   // sequence's first block (the namespace root). prefix_caching off: nothing is ever found.
   BlockManager(int32_t num_slots, int64_t block_tokens, const BlockKey& root,
                bool prefix_caching = true);
 
-  int64_t block_tokens() const { return block_tokens_; }
-  int32_t num_slots() const { return static_cast<int32_t>(slots_.size()); }
+  int64_t block_tokens() const override { return block_tokens_; }
+  int32_t num_slots() const override { return static_cast<int32_t>(slots_.size()); }
   // Slots no sequence holds (never-cached free ones plus cached ones that may be evicted).
-  int32_t free_slots() const { return static_cast<int32_t>(free_.size() + lru_.size()); }
+  int32_t free_slots() const override { return static_cast<int32_t>(free_.size() + lru_.size()); }
   // Blocks in the prefix cache (held or not).
   int32_t cached_blocks() const { return static_cast<int32_t>(by_key_.size()); }
-  // Slots needed to hold `tokens` tokens.
-  int64_t BlocksFor(int64_t tokens) const { return (tokens + block_tokens_ - 1) / block_tokens_; }
 
   // ---- Can I ----
   // How many leading full blocks of `seq` (which holds no slots) are in the cache, at most
   // (num_tokens - 1) / block_tokens: at least one token is always left to compute, whose logits
   // choose the next token.
-  int64_t CachedPrefixBlocks(Sequence& seq) const;
+  int64_t CachedPrefixBlocks(Sequence& seq) override;
   // Free slots that admitting `seq` with its first `cached` blocks from the cache and room for
   // `end` tokens would use: the new slots, plus the cached ones no sequence holds now.
-  int64_t SlotsToAdmit(Sequence& seq, int64_t cached, int64_t end) const;
+  int64_t SlotsToAdmit(Sequence& seq, int64_t cached, int64_t end) override;
   // New slots `seq` needs to hold `end` tokens.
-  int64_t SlotsToGrow(const Sequence& seq, int64_t end) const;
-  bool CanTake(int64_t slots) const { return free_slots() >= slots; }
+  int64_t SlotsToGrow(const Sequence& seq, int64_t end) const override;
+  bool CanTake(int64_t slots) override { return free_slots() >= slots; }
 
   // ---- Do it ----
   // Attaches the first `cached` blocks from the cache (num_computed_tokens becomes
   // cached * block_tokens) and grows to `end` tokens. Preconditions: seq holds no slots,
   // cached <= CachedPrefixBlocks(seq), CanTake(SlotsToAdmit(seq, cached, end)).
-  void Admit(Sequence& seq, int64_t cached, int64_t end);
+  void Admit(Sequence& seq, int64_t cached, int64_t end) override;
   // Appends slots until `seq` can hold `end` tokens. Precondition: CanTake(SlotsToGrow(seq, end)).
-  void Grow(Sequence& seq, int64_t end);
+  void Grow(Sequence& seq, int64_t end) override;
   // Enters into the cache the full blocks of `seq` computed from token `from` on (the start of
   // the step that computed them). A block whose key is already cached in another slot stays out.
-  void Commit(Sequence& seq, int64_t from);
+  void Commit(Sequence& seq, int64_t from) override;
   // Drops `seq`'s hold on its slots (the last block first, so a sequence's deepest blocks are
   // evicted before its prefix) and empties its block table; num_computed_tokens becomes 0.
-  void Release(Sequence& seq);
+  void Release(Sequence& seq) override;
 
  private:
   struct Slot {

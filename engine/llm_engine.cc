@@ -22,16 +22,15 @@ absl::StatusOr<BlockKey> Root(const ModelBackend& backend) {
   return NamespaceRoot(ns);
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<LlmEngine>> LlmEngine::Create(std::unique_ptr<ModelBackend> backend,
-                                                             const EngineOptions& options) {
-  const ModelConfig& config = backend->config();
+// The scheduler's options for `backend`, checked.
+absl::StatusOr<SchedulerOptions> SchedulerOptionsFor(const ModelBackend& backend,
+                                                     const EngineOptions& options) {
+  const ModelConfig& config = backend.config();
   SchedulerOptions s;
   s.max_running = options.max_running;
   s.max_step_tokens = options.max_step_tokens > 0
                           ? options.max_step_tokens
-                          : std::min<int64_t>(kDefaultStepTokens, backend->max_step_tokens());
+                          : std::min<int64_t>(kDefaultStepTokens, backend.max_step_tokens());
   s.max_model_len =
       options.max_model_len > 0 ? options.max_model_len : config.max_position_embeddings;
   for (uint32_t id : config.generation.eos_token_ids) {
@@ -43,20 +42,41 @@ absl::StatusOr<std::unique_ptr<LlmEngine>> LlmEngine::Create(std::unique_ptr<Mod
         fmt::format("engine: max_model_len {} is past the context of {} ({} tokens)",
                     s.max_model_len, config.name, config.max_position_embeddings));
   }
-  if (s.max_step_tokens > backend->max_step_tokens()) {
+  if (s.max_step_tokens > backend.max_step_tokens()) {
     return absl::InvalidArgumentError(
         fmt::format("engine: max_step_tokens {} is more than the backend holds ({})",
-                    s.max_step_tokens, backend->max_step_tokens()));
+                    s.max_step_tokens, backend.max_step_tokens()));
   }
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlmEngine>> LlmEngine::Create(std::unique_ptr<ModelBackend> backend,
+                                                             const EngineOptions& options) {
   KVTIER_ASSIGN_OR_RETURN(const BlockKey root, Root(*backend));
   auto blocks = std::make_unique<BlockManager>(backend->num_slots(), backend->block_tokens(), root,
                                                options.prefix_caching);
+  return Create(std::move(backend), std::move(blocks), options);
+}
+
+absl::StatusOr<std::unique_ptr<LlmEngine>> LlmEngine::Create(std::unique_ptr<ModelBackend> backend,
+                                                             std::unique_ptr<KvBlocks> blocks,
+                                                             const EngineOptions& options) {
+  KVTIER_ASSIGN_OR_RETURN(SchedulerOptions s, SchedulerOptionsFor(*backend, options));
+  if (blocks->block_tokens() != backend->block_tokens() ||
+      blocks->num_slots() != backend->num_slots()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "engine: the KV blocks ({} slots of {} tokens) are not the backend's pool ({} of {})",
+        blocks->num_slots(), blocks->block_tokens(), backend->num_slots(),
+        backend->block_tokens()));
+  }
   auto scheduler = std::make_unique<Scheduler>(std::move(s), *blocks);
   return std::unique_ptr<LlmEngine>(
       new LlmEngine(std::move(backend), std::move(blocks), std::move(scheduler)));
 }
 
-LlmEngine::LlmEngine(std::unique_ptr<ModelBackend> backend, std::unique_ptr<BlockManager> blocks,
+LlmEngine::LlmEngine(std::unique_ptr<ModelBackend> backend, std::unique_ptr<KvBlocks> blocks,
                      std::unique_ptr<Scheduler> scheduler)
     : backend_(std::move(backend)), blocks_(std::move(blocks)), scheduler_(std::move(scheduler)) {}
 

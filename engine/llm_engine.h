@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "engine/block_manager.h"
+#include "engine/kv_blocks.h"
 #include "engine/model_backend.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -57,6 +58,13 @@ class LlmEngine {
   // holds, or max_model_len past the model's context).
   static absl::StatusOr<std::unique_ptr<LlmEngine>> Create(std::unique_ptr<ModelBackend> backend,
                                                            const EngineOptions& options);
+  // The same over `blocks` instead of a private BlockManager (e.g. DaemonKvBlocks: the backend's
+  // pool is then the daemon's tier memory; options.prefix_caching is the daemon's to decide).
+  // InvalidArgument, besides the above, when blocks' block_tokens or num_slots differ from the
+  // backend's.
+  static absl::StatusOr<std::unique_ptr<LlmEngine>> Create(std::unique_ptr<ModelBackend> backend,
+                                                           std::unique_ptr<KvBlocks> blocks,
+                                                           const EngineOptions& options);
 
   // Queues a request; returns its id (1, 2, ... in order of arrival). InvalidArgument for a token
   // outside the vocabulary, sampling parameters out of range (temperature < 0, top_k < 0, top_p
@@ -76,16 +84,16 @@ class LlmEngine {
 
   bool idle() const { return scheduler_->idle(); }
   const Scheduler& scheduler() const { return *scheduler_; }
-  const BlockManager& block_manager() const { return *blocks_; }
+  const KvBlocks& blocks() const { return *blocks_; }
   ModelBackend& backend() { return *backend_; }
 
  private:
-  LlmEngine(std::unique_ptr<ModelBackend> backend, std::unique_ptr<BlockManager> blocks,
+  LlmEngine(std::unique_ptr<ModelBackend> backend, std::unique_ptr<KvBlocks> blocks,
             std::unique_ptr<Scheduler> scheduler);
   void CollectFinished(StepOutput& out);
 
   std::unique_ptr<ModelBackend> backend_;
-  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<KvBlocks> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
   uint64_t next_id_ = 1;
 };

@@ -16,7 +16,7 @@ absl::Status SchedulerOptions::Validate() const {
   return absl::OkStatus();
 }
 
-Scheduler::Scheduler(SchedulerOptions options, BlockManager& blocks)
+Scheduler::Scheduler(SchedulerOptions options, KvBlocks& blocks)
     : options_(std::move(options)), blocks_(blocks) {}
 
 absl::Status Scheduler::Add(std::unique_ptr<Sequence> seq) {

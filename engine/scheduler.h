@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/block_manager.h"
+#include "engine/kv_blocks.h"
 #include "engine/sequence.h"
 
 namespace kvtier::engine {
@@ -76,7 +76,7 @@ struct SchedulerStats {
 class Scheduler {
  public:
   // `blocks` must outlive the scheduler. Precondition: options.Validate() is OK.
-  Scheduler(SchedulerOptions options, BlockManager& blocks);
+  Scheduler(SchedulerOptions options, KvBlocks& blocks);
 
   // Queues `seq` (waiting, holding no slots). InvalidArgument when it could never run: an empty
   // prompt, max_tokens < 1, a prompt over max_model_len, or more tokens to hold than the whole pool
@@ -117,7 +117,7 @@ class Scheduler {
   void FinishRunning(size_t i, FinishReason reason);
 
   SchedulerOptions options_;
-  BlockManager& blocks_;
+  KvBlocks& blocks_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   std::vector<std::unique_ptr<Sequence>> finished_;

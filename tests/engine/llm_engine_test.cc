@@ -108,7 +108,7 @@ TEST_P(LlmEngineTest, BatchedTokensEqualEachRequestRunAlone) {
   }
   // Different prompts give different outputs: a batch that mixed sequences up could not match.
   EXPECT_EQ(distinct.size(), requests.size());
-  EXPECT_EQ(engine->block_manager().free_slots(), 256);
+  EXPECT_EQ(engine->blocks().free_slots(), 256);
 }
 
 TEST_P(LlmEngineTest, PreemptedRequestsResumeWithTheSameTokens) {
@@ -169,7 +169,7 @@ TEST_P(LlmEngineTest, CancelledRequestEndsAndOthersGoOn) {
   EXPECT_EQ((*done)[0].finish_reason, FinishReason::kCancelled);
   EXPECT_TRUE((*done)[0].tokens.empty());
   EXPECT_EQ((*done)[1].tokens, Alone(*model, keep));
-  EXPECT_EQ(engine->block_manager().free_slots(), 64);
+  EXPECT_EQ(engine->blocks().free_slots(), 64);
 }
 
 TEST_P(LlmEngineTest, StreamedTokensAreTheOutputs) {

@@ -9,6 +9,8 @@
 #include <numeric>
 #include <utility>
 
+#include "engine/block_manager.h"
+
 namespace kvtier::engine {
 namespace {
 
