@@ -206,6 +206,13 @@ class Ladder {
     ++s.counters.births_refused;
     return false;
   }
+  // Whether rung `r` reads the ghost keys passed to Enter, FateOf (as the rung below) and
+  // AdmitBirth: its admission, or an eviction policy with ghost history. When false, callers
+  // whose keys are costly to fetch (replay's, a cold array) may pass 0.
+  bool ReadsGhostKeys(int r) const {
+    const RungState& s = state_[static_cast<size_t>(r)];
+    return s.needs_ghost_keys || s.admission != nullptr;
+  }
   // Whether any rung below `r` holds a copy in `copies`.
   bool HasCopyBelow(int r, TierMask copies) const { return (copies >> (r + 1)) != 0; }
 

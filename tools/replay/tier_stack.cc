@@ -99,61 +99,71 @@ RungCounters TierStack::rung_counters(size_t tier) const {
 }
 
 void TierStack::ReferenceMiss(BlockId id, BlockId parent) {
-  const uint64_t ghost = ghost_keys_[id];
   const TierMask mask = ladder_->Mask(id);
-  // Dense ids follow first appearance, so a real prefix parent always has the smaller id; a link
-  // to a larger or equal id (a hash id repeated within a request) could close a cycle of blocks
-  // that are never leaves and never evictable, so it is not made.
-  const BlockId link = parent < id ? parent : kNoParent;
   if (mask == 0) {  // a put
+    const uint64_t ghost = GhostKey(put_, id);
     if (!ladder_->AdmitBirth(put_, ghost)) return;
-    ladder_->Enter(put_, id, ghost, link);
+    // Dense ids follow first appearance, so a real prefix parent always has the smaller id; a
+    // link to a larger or equal id (a hash id repeated within a request) could close a cycle of
+    // blocks that are never leaves and never evictable, so it is not made.
+    ladder_->Enter(put_, id, ghost, parent < id ? parent : kNoParent);
     ++ladder_->counters(put_).born;
-    Settle();
+    Settle(put_);
     return;
   }
   // A read: one step at a time, as the daemon's mover copies it.
   int source = Ladder::ReadSource(mask, read_);
   while (source != read_) {
     const int step = ladder_->NextStep(source, read_);
-    ladder_->Enter(step, id, ghost, ladder_->Parent(id));
+    ladder_->Enter(step, id, GhostKey(step, id), ladder_->Parent(id));
     ladder_->Touch(source, id);
     ++ladder_->counters(source).promoted_out;
     ++ladder_->counters(step).gets_promoted;
-    Settle();
+    Settle(step);
     source = step;
   }
 }
 
-void TierStack::Settle() {
+// Only `entered` and the rungs below it can be over their watermarks: the last Settle left every
+// rung with ShouldShed false (a rung stops only at or below its low watermark, or empty), since
+// then only `entered` grew, and only victims moving down grow the rungs below it. Checking the
+// rungs above would change nothing, and costs a call per rung on every miss. One function with the
+// shedding step inlined: this runs on every miss, and the calls' register saves were a third of it.
+void TierStack::SettleRounds(int entered) {
+  const std::vector<int>& order = ladder_->ShedOrder();  // bottom-up: `entered` and below first
   for (bool shed = true; shed;) {
     shed = false;
-    for (int r : ladder_->ShedOrder()) {
+    for (int r : order) {
+      if (r < entered) break;
       if (!ladder_->ShouldShed(r, ladder_->Size(r))) continue;
-      const std::optional<VictimFate> fate = ShedOne(r);
-      if (!fate) continue;
+      const std::optional<BlockId> victim = ladder_->Choose(r, [](BlockId) { return true; });
+      if (!victim) continue;
       shed = true;
-      if (*fate == VictimFate::kMoveDown) break;  // a round ends at a move down
+      if (ShedVictim(r, *victim) == VictimFate::kMoveDown) break;  // a round ends at a move down
     }
   }
 }
 
-std::optional<VictimFate> TierStack::ShedOne(int r) {
-  std::optional<BlockId> victim = ladder_->Choose(r, [](BlockId) { return true; });
-  if (!victim) return std::nullopt;
-  const BlockId v = *victim;
-  const uint64_t ghost = ghost_keys_[v];
+// The bottom rung's victims leave the ladder (no rung below to move into), so no other rung
+// changes and Settle's rounds are this one loop: the case of every miss in a one-tier stack.
+void TierStack::SettleBottom(int r) {
+  while (ladder_->ShouldShed(r, ladder_->Size(r))) {
+    const std::optional<BlockId> victim = ladder_->Choose(r, [](BlockId) { return true; });
+    if (!victim) return;
+    ShedVictim(r, *victim);
+  }
+}
+
+VictimFate TierStack::ShedVictim(int r, BlockId v) {
+  // Victims were used long ago: their ghost key is a cache miss, paid only if a policy reads it.
+  const int below = ladder_->Below(r);
+  const uint64_t ghost = below != Ladder::kNone ? GhostKey(below, v) : 0;
   const VictimFate fate = ladder_->FateOf(r, ladder_->Mask(v), ghost, /*below_admitting=*/true);
-  switch (fate) {
-    case VictimFate::kLeave:
-      break;
-    case VictimFate::kDrop:
-      ++ladder_->counters(r).dropped;
-      break;
-    case VictimFate::kMoveDown:
-      ladder_->Enter(ladder_->Below(r), v, ghost, ladder_->Parent(v));
-      ++ladder_->counters(r).moved_down;
-      break;
+  if (fate == VictimFate::kDrop) {
+    ++ladder_->counters(r).dropped;
+  } else if (fate == VictimFate::kMoveDown) {
+    ladder_->Enter(below, v, ghost, ladder_->Parent(v));
+    ++ladder_->counters(r).moved_down;
   }
   return fate;
 }

@@ -115,10 +115,23 @@ class TierStack {
  private:
   explicit TierStack(absl::Span<const uint64_t> ghost_keys);
   void ReferenceMiss(BlockId id, BlockId parent);  // not resident in the read tier
-  // Sheds until no tier is over its watermarks (the daemon's evictor, with moves landing at once).
-  void Settle();
-  // Sheds one victim of `r`; its fate, or nullopt when none could be chosen.
-  std::optional<VictimFate> ShedOne(int r);
+  // Sheds until no tier is over its watermarks (the daemon's evictor, with moves landing at once),
+  // after a copy entered tier `entered`.
+  void Settle(int entered) {
+    if (ladder_->Below(entered) == Ladder::kNone) {
+      SettleBottom(entered);
+    } else {
+      SettleRounds(entered);
+    }
+  }
+  void SettleBottom(int r);        // Settle when `r` is the bottom present tier
+  void SettleRounds(int entered);  // Settle in general
+  // Carries out the fate of `v`, a victim just chosen in tier `r`.
+  [[gnu::always_inline]] inline VictimFate ShedVictim(int r, BlockId v);
+  // ghost_keys_[id] when tier `r`'s policies read it, else 0 (spares a cold read per miss).
+  uint64_t GhostKey(int r, BlockId id) const {
+    return ladder_->ReadsGhostKeys(r) ? ghost_keys_[id] : 0;
+  }
 
   absl::Span<const uint64_t> ghost_keys_;
   std::unique_ptr<Ladder> ladder_;
