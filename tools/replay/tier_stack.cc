@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<TierStack>> TierStack::Create(const std::vector<T
   KVTIER_ASSIGN_OR_RETURN(stack->ladder_, Ladder::Create(std::move(rungs), ghost_keys.size()));
   stack->put_ = static_cast<int>(shape.put_tier);
   stack->read_ = static_cast<int>(shape.read_tier);
+  stack->put_is_bottom_ = stack->ladder_->Below(stack->put_) == Ladder::kNone;
   return stack;
 }
 
@@ -100,18 +101,25 @@ RungCounters TierStack::rung_counters(size_t tier) const {
 
 void TierStack::ReferenceMiss(BlockId id, BlockId parent) {
   const TierMask mask = ladder_->Mask(id);
-  if (mask == 0) {  // a put
-    const uint64_t ghost = GhostKey(put_, id);
-    if (!ladder_->AdmitBirth(put_, ghost)) return;
-    // Dense ids follow first appearance, so a real prefix parent always has the smaller id; a
-    // link to a larger or equal id (a hash id repeated within a request) could close a cycle of
-    // blocks that are never leaves and never evictable, so it is not made.
-    ladder_->Enter(put_, id, ghost, parent < id ? parent : kNoParent);
-    ++ladder_->counters(put_).born;
-    Settle(put_);
-    return;
+  if (mask != 0) return Read(id, mask);
+  // A put. Everything from here to the end of SettleBottom is one function: it runs on every miss,
+  // and the calls' register saves were a third of its instructions.
+  const uint64_t ghost = GhostKey(put_, id);
+  if (!ladder_->AdmitBirth(put_, ghost)) return;
+  // Dense ids follow first appearance, so a real prefix parent always has the smaller id; a link
+  // to a larger or equal id (a hash id repeated within a request) could close a cycle of blocks
+  // that are never leaves and never evictable, so it is not made.
+  ladder_->Enter(put_, id, ghost, parent < id ? parent : kNoParent);
+  ++ladder_->counters(put_).born;
+  if (put_is_bottom_) {
+    SettleBottom(put_);
+  } else {
+    SettleRounds(put_);
   }
-  // A read: one step at a time, as the daemon's mover copies it.
+}
+
+void TierStack::Read(BlockId id, TierMask mask) {
+  // One step at a time, as the daemon's mover copies it.
   int source = Ladder::ReadSource(mask, read_);
   while (source != read_) {
     const int step = ladder_->NextStep(source, read_);
@@ -141,16 +149,6 @@ void TierStack::SettleRounds(int entered) {
       shed = true;
       if (ShedVictim(r, *victim) == VictimFate::kMoveDown) break;  // a round ends at a move down
     }
-  }
-}
-
-// The bottom rung's victims leave the ladder (no rung below to move into), so no other rung
-// changes and Settle's rounds are this one loop: the case of every miss in a one-tier stack.
-void TierStack::SettleBottom(int r) {
-  while (ladder_->ShouldShed(r, ladder_->Size(r))) {
-    const std::optional<BlockId> victim = ladder_->Choose(r, [](BlockId) { return true; });
-    if (!victim) return;
-    ShedVictim(r, *victim);
   }
 }
 

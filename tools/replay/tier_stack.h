@@ -115,16 +115,26 @@ class TierStack {
  private:
   explicit TierStack(absl::Span<const uint64_t> ghost_keys);
   void ReferenceMiss(BlockId id, BlockId parent);  // not resident in the read tier
+  void Read(BlockId id, TierMask mask);            // a miss with a copy elsewhere (`mask`)
   // Sheds until no tier is over its watermarks (the daemon's evictor, with moves landing at once),
   // after a copy entered tier `entered`.
   void Settle(int entered) {
-    if (ladder_->Below(entered) == Ladder::kNone) {
+    if (ladder_->Below(entered) == Ladder::kNone) {  // replay's common case: a one-tier stack
       SettleBottom(entered);
     } else {
       SettleRounds(entered);
     }
   }
-  void SettleBottom(int r);        // Settle when `r` is the bottom present tier
+  // Settle when `r` is the bottom present tier. Its victims leave the ladder: FateOf is kDrop,
+  // since no tier below can hold a copy (only present tiers are entered) or receive it. So no
+  // other tier changes, Settle's rounds are this one loop, and a victim's residency bits need not
+  // be read again -- the case of every miss in a one-tier stack.
+  [[gnu::always_inline]] void SettleBottom(int r) {
+    while (ladder_->ShouldShed(r, ladder_->Size(r))) {
+      if (!ladder_->Choose(r, [](BlockId) { return true; })) return;
+      ++ladder_->counters(r).dropped;
+    }
+  }
   void SettleRounds(int entered);  // Settle in general
   // Carries out the fate of `v`, a victim just chosen in tier `r`.
   [[gnu::always_inline]] inline VictimFate ShedVictim(int r, BlockId v);
@@ -136,7 +146,8 @@ class TierStack {
   absl::Span<const uint64_t> ghost_keys_;
   std::unique_ptr<Ladder> ladder_;
   int put_ = 0, read_ = 0;
-  uint64_t read_hits_ = 0;  // reads served in place (the ladder's `hits` of the read tier)
+  bool put_is_bottom_ = false;  // no present tier below the put tier
+  uint64_t read_hits_ = 0;      // reads served in place (the ladder's `hits` of the read tier)
   // Prefetch hints only pay when the per-block arrays outgrow the caches; below this many blocks
   // they would only cost instructions.
   static constexpr size_t kPrefetchMinBlocks = size_t{1} << 20;
