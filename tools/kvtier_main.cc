@@ -7,13 +7,14 @@
 #include "tools/generate/generate_command.h"
 #include "tools/generate/make_model_command.h"
 #include "tools/replay/replay_command.h"
+#include "tools/serve/serve_command.h"
 #include "tools/stat/stat_command.h"
 #include "tools/synth/synth_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
       "kvtier: tiered KV-cache tools (trace replay, workload synthesis, daemon stat and bench, "
-      "the bundled engine: generate, make-model)"};
+      "the bundled engine: generate, make-model, serve)"};
   app.require_subcommand(1);
 
   int exit_code = 0;
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   kvtier::bench::RegisterBenchCommand(app, &exit_code);
   kvtier::generate::RegisterGenerateCommand(app, &exit_code);
   kvtier::generate::RegisterMakeModelCommand(app, &exit_code);
+  kvtier::serve::RegisterServeCommand(app, &exit_code);
   // CLI11 would only say "A subcommand is required" for a mistyped one; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     try {
@@ -30,7 +32,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::OptionNotFound&) {
       std::fprintf(stderr,
                    "kvtier: unknown command '%s' (commands: replay, synth, stat, bench, generate, "
-                   "make-model; see --help)\n",
+                   "make-model, serve; see --help)\n",
                    argv[1]);
       return 2;
     }

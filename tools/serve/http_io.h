@@ -1,0 +1,40 @@
+// The HTTP plumbing the server's sessions share (Boost.Beast over Asio, C++20 coroutines): one
+// connection's socket and read buffer, and writing a whole response. Internal to tools/serve.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+
+#include "tools/serve/api_error.h"
+
+namespace kvtier::serve {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+// One client connection. Shared by the session and, while a request generates, the watcher that
+// reads the socket to notice the client leaving (both run on the connection's strand).
+struct Connection {
+  explicit Connection(tcp::socket s) : socket(std::move(s)) {}
+  tcp::socket socket;
+  beast::flat_buffer buffer;  // bytes read and not parsed yet (a pipelined request's included)
+};
+
+using Request = http::request<http::string_body>;
+
+// Writes a complete response; false when the write failed (the client is gone).
+asio::awaitable<bool> WriteResponse(Connection& conn, http::status status,
+                                    std::string_view content_type, std::string body,
+                                    bool keep_alive, std::string_view allow = "");
+
+// The error as a JSON response.
+asio::awaitable<bool> WriteError(Connection& conn, const ApiError& error, bool keep_alive);
+
+}  // namespace kvtier::serve

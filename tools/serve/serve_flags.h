@@ -1,0 +1,35 @@
+// `kvtier serve`'s flags, parsed (serve_flags.cc declares them to CLI11; this header keeps CLI11
+// out of its includers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace CLI {
+class App;  // CLI/CLI.hpp: only the .cc files that build flags include it (it is slow to compile)
+}  // namespace CLI
+
+namespace kvtier::serve {
+
+struct ServeFlags {
+  std::string model;            // a Hugging Face model directory
+  std::string device = "auto";  // "gpu", "cpu" or "auto", as `kvtier generate --device`
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;           // 0: any free port (the "serving on" line says which)
+  std::string served_model_name;  // "": the model directory's name
+  int32_t max_concurrent = 64;    // generation requests admitted at once; more get 429
+  int64_t max_model_len = 0;      // 0: the model's max_position_embeddings
+  int32_t max_running = 64;       // sequences in the engine's running batch
+  int64_t max_step_tokens = 0;    // 0: the engine's default
+  int64_t block_tokens = 16;      // tokens per KV block
+  int32_t kv_blocks = 0;          // 0: enough for min(max_concurrent, max_running) full contexts,
+                                  // at most 4096 blocks (at least one full context)
+  bool no_prefix_caching = false;
+  int64_t max_body_bytes = 8 << 20;
+  int32_t http_threads = 2;
+};
+
+// Adds the flags to `cmd`; CLI11 checks ranges (exit code 2 naming the flag).
+void AddServeFlags(CLI::App* cmd, ServeFlags* flags);
+
+}  // namespace kvtier::serve
