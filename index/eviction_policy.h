@@ -58,6 +58,11 @@ class EvictionPolicy {
   // the policy (leaving a ghost where the policy keeps them) and returns it; nullopt when no
   // resident id may be evicted. `can_evict` must not call back into the policy.
   virtual std::optional<BlockId> Evict(absl::FunctionRef<bool(BlockId)> can_evict) = 0;
+  // Evict with every id allowed: the same victim and effect. A policy may override it to spare the
+  // predicate's indirect call per candidate (replay evicts on almost every miss).
+  virtual std::optional<BlockId> EvictAny() {
+    return Evict([](BlockId) { return true; });
+  }
 
   // Prefetch hints, for callers whose per-id state outgrows the CPU caches (`kvtier replay` on a
   // trace of millions of blocks). Neither changes anything observable, and the defaults do nothing.

@@ -47,6 +47,15 @@ class LruPolicy final : public EvictionPolicy {
     return std::nullopt;
   }
 
+  // The front, with no predicate to ask.
+  std::optional<BlockId> EvictAny() override {
+    const uint32_t id = order_.front();
+    if (id == kNoId) return std::nullopt;
+    order_.Remove(id);
+    OnEvicted(id);
+    return id;
+  }
+
   // Touch reads the links of the id and of its two neighbours, Insert those of the id (the back's
   // are hot). The neighbours are unknown until the id's links arrive, and are mostly the id's
   // neighbours in the same request anyway (a request is touched as a run), so only ids are loaded.

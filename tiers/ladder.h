@@ -121,6 +121,9 @@ class Ladder {
 
   // --- Residency: what the rungs' policies hold ---
   TierMask Mask(BlockId id) const { return id < mask_.size() ? mask_[id] : TierMask{0}; }
+  // Mask without the bounds check, for replay's per-reference paths. Precondition: `id` is below
+  // Create's `expected_ids` or has entered a rung.
+  TierMask MaskUnchecked(BlockId id) const { return mask_[id]; }
   uint64_t Size(int r) const { return state_[static_cast<size_t>(r)].size; }
   // The parent `id` entered with (leaf-first ladders only; else kNoBlock).
   BlockId Parent(BlockId id) const { return id < parent_.size() ? parent_[id] : kNoBlock; }
@@ -144,9 +147,11 @@ class Ladder {
   // reads) is one array read and one call.
   bool TouchIfIn(int r, BlockId id) {
     if ((Mask(id) & (1u << r)) == 0) return false;
-    policy_[static_cast<size_t>(r)]->Touch(id);
+    TouchResident(r, id);
     return true;
   }
+  // Touch, for a caller that knows `id` is resident in `r` (replay, from MaskUnchecked).
+  void TouchResident(int r, BlockId id) { policy_[static_cast<size_t>(r)]->Touch(id); }
 
   // --- Decisions ---
   // Where a read for `target` gets its copy from: `target` when `copies` has it, else the fastest
@@ -174,12 +179,15 @@ class Ladder {
     RungState& s = state_[static_cast<size_t>(r)];
     std::optional<BlockId> victim =
         s.leaves == nullptr ? s.eviction->Evict(allowed) : ChooseLeaf(s, allowed);
-    if (!victim) return victim;
-    if (prefetch_victims_) PrefetchUpcoming(s);
-    ++s.counters.evictions;
-    --s.size;
-    mask_[*victim] &= static_cast<TierMask>(~(1u << r));
-    if (s.leaves != nullptr) s.leaves->Remove(*victim);
+    if (victim) Chosen(s, r, *victim);
+    return victim;
+  }
+  // Choose with every block allowed (replay: no leases), without the predicate's indirect calls.
+  std::optional<BlockId> ChooseAny(int r) {
+    RungState& s = state_[static_cast<size_t>(r)];
+    std::optional<BlockId> victim =
+        s.leaves == nullptr ? s.eviction->EvictAny() : ChooseLeaf(s, [](BlockId) { return true; });
+    if (victim) Chosen(s, r, *victim);
     return victim;
   }
   // The fate of a victim of `r` whose copies are `copies` (the caller's authority: the daemon's
@@ -242,6 +250,14 @@ class Ladder {
     bool shedding = false;  // went above the high watermark; sheds down to the low one
   };
   Ladder() = default;
+  // What Choose does with the victim `v` of rung `r` once the policy gave it up.
+  void Chosen(RungState& s, int r, BlockId v) {
+    if (prefetch_victims_) PrefetchUpcoming(s);
+    ++s.counters.evictions;
+    --s.size;
+    mask_[v] &= static_cast<TierMask>(~(1u << r));
+    if (s.leaves != nullptr) s.leaves->Remove(v);
+  }
   void EnsureId(BlockId id);
   // The slow parts of Enter and Choose for leaf-first rungs, and the victim prefetch.
   void AddLeaf(RungState& s, BlockId id);

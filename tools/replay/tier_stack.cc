@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<TierStack>> TierStack::Create(const std::vector<T
   KVTIER_ASSIGN_OR_RETURN(stack->ladder_, Ladder::Create(std::move(rungs), ghost_keys.size()));
   stack->put_ = static_cast<int>(shape.put_tier);
   stack->read_ = static_cast<int>(shape.read_tier);
+  stack->read_bit_ = static_cast<TierMask>(1u << stack->read_);
   stack->put_is_bottom_ = stack->ladder_->Below(stack->put_) == Ladder::kNone;
   return stack;
 }
@@ -100,7 +101,7 @@ RungCounters TierStack::rung_counters(size_t tier) const {
 }
 
 void TierStack::ReferenceMiss(BlockId id, BlockId parent) {
-  const TierMask mask = ladder_->Mask(id);
+  const TierMask mask = ladder_->MaskUnchecked(id);
   if (mask != 0) return Read(id, mask);
   // A put. Everything from here to the end of SettleBottom is one function: it runs on every miss,
   // and the calls' register saves were a third of its instructions.
@@ -144,7 +145,7 @@ void TierStack::SettleRounds(int entered) {
     for (int r : order) {
       if (r < entered) break;
       if (!ladder_->ShouldShed(r, ladder_->Size(r))) continue;
-      const std::optional<BlockId> victim = ladder_->Choose(r, [](BlockId) { return true; });
+      const std::optional<BlockId> victim = ladder_->ChooseAny(r);
       if (!victim) continue;
       shed = true;
       if (ShedVictim(r, *victim) == VictimFate::kMoveDown) break;  // a round ends at a move down

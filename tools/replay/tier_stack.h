@@ -87,12 +87,14 @@ class TierStack {
   TierStack(const TierStack&) = delete;
   TierStack& operator=(const TierStack&) = delete;
 
-  uint8_t ResidentMask(BlockId id) const { return ladder_->Mask(id); }
+  // Precondition (this and Reference): id < ghost_keys.size().
+  uint8_t ResidentMask(BlockId id) const { return ladder_->MaskUnchecked(id); }
   // Reads or puts `id` as described above. `parent` is the block before it in the request
   // (kNoParent for the first); leaf-first tiers use it. Inline: a hit in the read tier -- the
   // common case -- is one array read and one call.
   void Reference(BlockId id, BlockId parent) {
-    if (ladder_->TouchIfIn(read_, id)) {
+    if ((ladder_->MaskUnchecked(id) & read_bit_) != 0) {
+      ladder_->TouchResident(read_, id);
       ++read_hits_;
     } else {
       ReferenceMiss(id, parent);
@@ -131,7 +133,7 @@ class TierStack {
   // be read again -- the case of every miss in a one-tier stack.
   [[gnu::always_inline]] void SettleBottom(int r) {
     while (ladder_->ShouldShed(r, ladder_->Size(r))) {
-      if (!ladder_->Choose(r, [](BlockId) { return true; })) return;
+      if (!ladder_->ChooseAny(r)) return;
       ++ladder_->counters(r).dropped;
     }
   }
@@ -146,6 +148,7 @@ class TierStack {
   absl::Span<const uint64_t> ghost_keys_;
   std::unique_ptr<Ladder> ladder_;
   int put_ = 0, read_ = 0;
+  TierMask read_bit_ = 0;       // 1 << read_
   bool put_is_bottom_ = false;  // no present tier below the put tier
   uint64_t read_hits_ = 0;      // reads served in place (the ladder's `hits` of the read tier)
   // Prefetch hints only pay when the per-block arrays outgrow the caches; below this many blocks
