@@ -139,8 +139,8 @@ constexpr Kernel kDefault{nullptr, "", false};
 constexpr Kernel kPortable{nullptr, " (portable SIMT)", true};
 // Every other kernel timed at each length.
 constexpr Kernel kOthers[] = {
+    {"ws", " (wgmma warp-specialised, cp.async producer)", false},
     {"wgmma-sync", " (wgmma, every thread loads)", false},
-    {"ws-nopp", " (wgmma warp-specialised, no ping-pong)", false},
     {"mma", " (mma.sync)", false},
 };
 

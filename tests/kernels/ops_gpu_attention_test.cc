@@ -100,8 +100,8 @@ struct Kernel {
 };
 constexpr Kernel kKernels[] = {
     {nullptr, "default kernel", false},
+    {"ws", "warp-specialised wgmma kernel, cp.async producer", false},
     {"wgmma-sync", "wgmma kernel, every thread loading", false},
-    {"ws-nopp", "warp-specialised wgmma kernel without ping-pong", false},
     {"mma", "mma.sync kernel", false},
     {nullptr, "portable kernel", true},
 };
@@ -190,6 +190,14 @@ TEST_P(AttentionGpu, PrefillManyTiles) {
 // Blocks of 12 tokens: not a power of two, so the kernels' general block-table arithmetic runs.
 TEST_P(AttentionGpu, PrefillBlocksNotPowerOfTwo) {
   CheckPrefill(GetParam(), Case{.block_tokens = 12, .kv_lens = {400, 130}, .q_lens = {300, 130}});
+}
+
+// Whole tiles only (kv_len a multiple of 128: no tile runs past the end), and blocks of 8 and 32
+// tokens: the Hopper kernel's tensor copies take one box per pool block, of the block's size.
+TEST_P(AttentionGpu, PrefillWholeTilesOtherBlockSizes) {
+  CheckPrefill(GetParam(), Case{.kv_lens = {1024}, .q_lens = {1024}});
+  CheckPrefill(GetParam(), Case{.block_tokens = 8, .kv_lens = {640, 300}, .q_lens = {512, 300}});
+  CheckPrefill(GetParam(), Case{.block_tokens = 32, .kv_lens = {768, 300}, .q_lens = {640, 300}});
 }
 
 // Ragged: a fresh prompt, one token after a long prefix, a chunk after a short prefix; block

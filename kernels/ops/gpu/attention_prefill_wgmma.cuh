@@ -145,6 +145,22 @@ __device__ __forceinline__ void CpAsyncArrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
+// The stage's expected bytes of tensor copies, with one arrival.
+__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// Tensor copy (TMA) of one box of a 3-D tensor map to shared memory at dst; the bytes complete on
+// the mbarrier `bar`. map: the generic address of a __grid_constant__ CUtensorMap.
+__device__ __forceinline__ void TmaLoad3d(uint32_t dst, const void* map, int c0, int c1, int c2,
+                                          uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, %4}], [%5];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+
 // Named barriers (ids 1..15; 0 is __syncthreads): sync waits, arrive does not; `threads` counts
 // both.
 __device__ __forceinline__ void BarSync(int id, int threads) {

@@ -14,16 +14,16 @@ namespace kvtier::ops::gpu_launch {
 // kNoMmaKernel, nothing launched; otherwise the vendor's code. The environment variable
 // KVTIER_PREFILL_KERNEL (a switch for benchmarks and tests, read at each call) picks the kernel:
 // "mma" declines (mma.sync then serves), "wgmma-sync" the kernel whose every thread loads and
-// computes (attention_prefill_wgmma_kernel.cu), "ws-nopp" the warp-specialised kernel without
-// ping-pong; unset or anything else, the warp-specialised kernel
+// computes (attention_prefill_wgmma_kernel.cu), "ws" the warp-specialised kernel with a cp.async
+// producer; unset or anything else, the warp-specialised kernel with a TMA producer
 // (attention_prefill_wgmma_ws_kernel.cu).
 int AttentionPrefillWgmma(bool bf16, const AttentionArgs& a, const int32_t* q_indptr,
                           int64_t max_q_len, void* stream);
 
 // The warp-specialised kernel, launched unconditionally.
 enum class WgmmaWsVariant {
-  kPingPong,    // the consumers take turns issuing their matrix multiplies
-  kNoPingPong,  // each consumer issues whenever it is ready
+  kTma,      // the producer copies whole pool blocks by TMA where the pool allows, else kCpAsync
+  kCpAsync,  // the producer's threads copy 16-byte pieces by cp.async
 };
 int AttentionPrefillWgmmaWs(bool bf16, WgmmaWsVariant v, const AttentionArgs& a,
                             const int32_t* q_indptr, int64_t max_q_len, void* stream);

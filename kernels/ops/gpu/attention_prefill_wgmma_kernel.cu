@@ -142,8 +142,7 @@ int AttentionPrefillWgmma(bool bf16, const AttentionArgs& a, const int32_t* q_in
     return bf16 ? Launch<dev::Bf16>(a, q_indptr, max_q_len, stream)
                 : Launch<dev::Fp16>(a, q_indptr, max_q_len, stream);
   }
-  const WgmmaWsVariant v =
-      pick == "ws-nopp" ? WgmmaWsVariant::kNoPingPong : WgmmaWsVariant::kPingPong;
+  const WgmmaWsVariant v = pick == "ws" ? WgmmaWsVariant::kCpAsync : WgmmaWsVariant::kTma;
   return AttentionPrefillWgmmaWs(bf16, v, a, q_indptr, max_q_len, stream);
 }
 
