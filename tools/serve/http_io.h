@@ -2,13 +2,16 @@
 // connection's socket and read buffer, and writing a whole response. Internal to tools/serve.
 #pragma once
 
+// Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format off: <utility> must come first
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+// clang-format on
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 
 #include "tools/serve/api_error.h"
 

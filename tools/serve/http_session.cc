@@ -90,6 +90,11 @@ asio::awaitable<bool> ReadRequest(ServeContext& ctx, Connection& conn, Request* 
   const ApiError too_large =
       Error(413, fmt::format("the request body is larger than {} bytes", ctx.max_body_bytes),
             "invalid_request_error", "request_too_large");
+  // Beast already compares a Content-Length with the body limit while it parses the header.
+  if (ec == http::error::body_limit) {
+    co_await WriteError(conn, too_large, false);
+    co_return false;
+  }
   if (ec) {
     co_await WriteError(
         conn,
