@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -172,6 +174,25 @@ class ServeTest : public ::testing::Test {
     }
     ADD_FAILURE() << "requests still in the engine:\n" << text;
     return text;
+  }
+
+  // Requests that left the engine (finished or cancelled) so far.
+  static double Ended(const std::string& metrics) {
+    double n = 0;
+    for (const char* outcome : {"stop", "length", "cancelled", "failed"}) {
+      n += Metric(metrics, std::string("kvtier_serve_requests_total{outcome=\"") + outcome + "\"}");
+    }
+    return n;
+  }
+
+  // Waits until `n` requests have left the engine, then until none runs or waits (bounded).
+  static std::string WaitEnded(double n) {
+    for (int i = 0; i < 3000; ++i) {
+      if (Ended(Send(port(), http::verb::get, "/metrics").body) >= n) return WaitIdle();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "fewer than " << n << " requests ended";
+    return WaitIdle();
   }
 
   static inline std::string model_;
@@ -437,18 +458,21 @@ TEST_F(ServeTest, UnknownPathsMethodsAndLargeBodiesAreRefused) {
 void ReadFirstText(RawStream& s) { s.ReadUntil("\"text\"", 1); }
 
 TEST_F(ServeTest, ClientThatLeavesMidStreamCancelsItsRequest) {
-  const double before = Metric(WaitIdle(), "kvtier_serve_requests_total{outcome=\"cancelled\"}");
+  const std::string idle = WaitIdle();
+  const double before = Metric(idle, "kvtier_serve_requests_total{outcome=\"cancelled\"}");
   RawStream s(port());
   s.Write(RawPost("/v1/completions",
                   Completion("Leave early", kContext - 16, {{"stream", true}}).dump()));
   ReadFirstText(s);
   s.Close();
-  const std::string metrics = WaitIdle();
+  const std::string metrics = WaitEnded(Ended(idle) + 1);
   EXPECT_EQ(Metric(metrics, "kvtier_serve_requests_total{outcome=\"cancelled\"}"), before + 1);
+  EXPECT_EQ(Metric(metrics, "kvtier_serve_requests_running"), 0);
 }
 
 TEST_F(ServeTest, ClientThatLeavesANonStreamingRequestCancelsIt) {
-  const double before = Metric(WaitIdle(), "kvtier_serve_requests_total{outcome=\"cancelled\"}");
+  const std::string idle = WaitIdle();
+  const double before = Metric(idle, "kvtier_serve_requests_total{outcome=\"cancelled\"}");
   RawStream s(port());
   s.Write(RawPost("/v1/completions", Completion("Leave before the answer", kContext - 16).dump()));
   // Wait until the engine holds it, then leave.
@@ -458,7 +482,9 @@ TEST_F(ServeTest, ClientThatLeavesANonStreamingRequestCancelsIt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   s.Close();
-  EXPECT_EQ(Metric(WaitIdle(), "kvtier_serve_requests_total{outcome=\"cancelled\"}"), before + 1);
+  EXPECT_EQ(
+      Metric(WaitEnded(Ended(idle) + 1), "kvtier_serve_requests_total{outcome=\"cancelled\"}"),
+      before + 1);
 }
 
 TEST_F(ServeTest, RequestsPastMaxConcurrentGet429) {
@@ -474,10 +500,24 @@ TEST_F(ServeTest, RequestsPastMaxConcurrentGet429) {
   const Reply refused = Post(port(), "/v1/completions", Completion("One too many", 2).dump());
   EXPECT_EQ(refused.status, 429) << refused.body;
   EXPECT_EQ(Json::parse(refused.body)["error"]["type"], "rate_limit_error");
+  const double ended = Ended(Send(port(), http::verb::get, "/metrics").body);
   for (auto& s : streams) s->Close();
-  WaitIdle();
+  WaitEnded(ended + kMaxConcurrent);
   // The slots come back.
   EXPECT_EQ(Post(port(), "/v1/completions", Completion("Room again", 2).dump()).status, 200);
+}
+
+TEST(ServeCliErrorsTest, MissingModelDirectoryIsNamedAndExits1) {
+  const std::string out = TempRoot().string() + "_missing.out";
+  const std::string command =
+      Binary() + " serve --model /nonexistent/kvtier-model --port 0 >'" + out + "' 2>&1";
+  const int status = std::system(command.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("--model /nonexistent/kvtier-model: not a directory"), std::string::npos)
+      << text;
+  std::filesystem::remove(out);
 }
 
 // Last in the file: it stops the server.

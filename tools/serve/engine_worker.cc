@@ -109,9 +109,10 @@ void EngineWorker::StepOnce() {
     FailAll(out.status());
     return;
   }
+  // The queues before the tokens go out: a client that saw its first token finds itself running.
+  metrics_.SetQueues(engine_->scheduler().num_running(), engine_->scheduler().num_waiting());
   for (const engine::StepOutput::Token& t : out->tokens) OnToken(t.id, t.token);
   for (const engine::RequestOutput& r : out->finished) OnFinished(r);
-  metrics_.SetQueues(engine_->scheduler().num_running(), engine_->scheduler().num_waiting());
 }
 
 void EngineWorker::OnToken(uint64_t id, int32_t token) {
