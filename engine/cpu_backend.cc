@@ -1,9 +1,14 @@
 #include "engine/cpu_backend.h"
 
+#include <utility>
+
 namespace kvtier::engine {
 
 CpuBackend::CpuBackend(const CpuModel& model, int64_t block_tokens, int32_t num_slots)
     : model_(model), pool_(model.KvGeometry(block_tokens), num_slots) {}
+
+CpuBackend::CpuBackend(const CpuModel& model, CpuKvPool pool)
+    : model_(model), pool_(std::move(pool)) {}
 
 absl::StatusOr<std::vector<int32_t>> CpuBackend::Step(std::span<const ChunkInput> batch,
                                                       std::span<const SampleSpec> samples) {

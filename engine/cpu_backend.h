@@ -17,6 +17,9 @@ class CpuBackend : public ModelBackend {
  public:
   // A pool of num_slots slots of block_tokens tokens for `model`. Preconditions: both > 0.
   CpuBackend(const CpuModel& model, int64_t block_tokens, int32_t num_slots);
+  // Over `pool` (e.g. a view of the daemon's T1: DaemonKvBlocks::CpuPool). Precondition: its
+  // geometry is model.KvGeometry(its block_tokens).
+  CpuBackend(const CpuModel& model, CpuKvPool pool);
 
   const ModelConfig& config() const override { return model_.config(); }
   int64_t block_tokens() const override { return pool_.geometry().block_tokens; }

@@ -7,10 +7,14 @@ namespace kvtier::engine {
 CpuKvPool::CpuKvPool(const ops::PagedKvGeometry& geometry, int32_t num_slots)
     : geometry_(geometry),
       num_slots_(num_slots),
-      data_(static_cast<size_t>(num_slots) * geometry.slot_elems(), 0.0f) {
+      owned_(static_cast<size_t>(num_slots) * geometry.slot_elems(), 0.0f),
+      data_(owned_.data()) {
   free_.reserve(num_slots);
   for (int32_t s = num_slots - 1; s >= 0; --s) free_.push_back(s);  // slot 0 first
 }
+
+CpuKvPool::CpuKvPool(const ops::PagedKvGeometry& geometry, int32_t num_slots, float* external)
+    : geometry_(geometry), num_slots_(num_slots), data_(external) {}
 
 absl::StatusOr<int32_t> CpuKvPool::Allocate() {
   if (free_.empty()) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "common/status.h"
 #include "engine/sequence.h"
 
 namespace kvtier::engine {
@@ -57,6 +58,13 @@ class KvBlocks {
   // Drops `seq`'s hold on its slots and whatever a "can I" call prepared for it, and empties its
   // block table; num_computed_tokens becomes 0. For a sequence that holds nothing, only the latter.
   virtual void Release(Sequence& seq) = 0;
+
+  // The first error a "do it" call met and could not return (the daemon went away, say); the
+  // engine stops stepping on it. OK for implementations that cannot fail.
+  virtual absl::Status status() const { return absl::OkStatus(); }
+  // True when a step that could schedule nothing for want of slots may succeed later with no
+  // request finishing (kvtierd making room in the background); false when it never will.
+  virtual bool MayMakeRoomLater() const { return false; }
 };
 
 }  // namespace kvtier::engine

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "index/namespace.h"
@@ -105,9 +107,13 @@ absl::StatusOr<uint64_t> LlmEngine::Add(std::vector<int32_t> prompt,
 
 absl::StatusOr<StepOutput> LlmEngine::Step() {
   StepOutput out;
+  KVTIER_RETURN_IF_ERROR(blocks_->status());
   const StepPlan plan = scheduler_->Schedule();
+  KVTIER_RETURN_IF_ERROR(blocks_->status());  // a daemon error while scheduling
   if (plan.empty()) {
-    if (!scheduler_->idle()) {
+    if (!scheduler_->idle() && blocks_->MayMakeRoomLater()) {
+      out.waiting_for_room = true;
+    } else if (!scheduler_->idle()) {
       return absl::InternalError("engine: requests wait but none could be scheduled");
     }
     CollectFinished(out);
@@ -148,9 +154,24 @@ void LlmEngine::CollectFinished(StepOutput& out) {
 
 absl::StatusOr<std::vector<RequestOutput>> LlmEngine::RunUntilIdle() {
   std::vector<RequestOutput> done;
+  auto waiting_since = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(100);
   do {
     KVTIER_ASSIGN_OR_RETURN(StepOutput out, Step());
     for (RequestOutput& r : out.finished) done.push_back(std::move(r));
+    if (!out.waiting_for_room) {
+      waiting_since = std::chrono::steady_clock::now();
+      pause = std::chrono::microseconds(100);
+      continue;
+    }
+    if (std::chrono::steady_clock::now() - waiting_since > kRoomWait) {
+      return absl::ResourceExhaustedError(fmt::format(
+          "engine: {} requests waited {} s for KV slots that never came (the pool's tier is full "
+          "of blocks others hold)",
+          scheduler_->num_waiting(), kRoomWait.count()));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(10000));
   } while (!scheduler_->idle());
   return done;
 }

@@ -8,6 +8,7 @@
 // Thread-safety: not thread-safe; one thread drives it (a server puts it behind its own queue).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -50,6 +51,9 @@ struct StepOutput {
   std::vector<Token> tokens;            // every token chosen in the step, for streaming
   std::vector<RequestOutput> finished;  // requests that finished (or were cancelled) since the
                                         // last step
+  // Requests wait, but no slot could be had now and the KV blocks may make room later
+  // (KvBlocks::MayMakeRoomLater: the daemon's tier is full): step again after a moment.
+  bool waiting_for_room = false;
 };
 
 class LlmEngine {
@@ -79,7 +83,10 @@ class LlmEngine {
   // advanced; the error is returned and the engine may be stepped again.
   absl::StatusOr<StepOutput> Step();
 
-  // Steps until no request waits or runs; the finished requests in order of finishing.
+  // Steps until no request waits or runs; the finished requests in order of finishing. Waits a
+  // little between steps that wait for room, and gives up (ResourceExhausted) after kRoomWait of
+  // nothing but waiting.
+  static constexpr std::chrono::seconds kRoomWait{30};
   absl::StatusOr<std::vector<RequestOutput>> RunUntilIdle();
 
   bool idle() const { return scheduler_->idle(); }

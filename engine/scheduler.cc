@@ -156,6 +156,7 @@ bool Scheduler::Cancel(uint64_t id) {
   if (it == waiting_.end()) return false;
   std::unique_ptr<Sequence> seq = std::move(*it);
   waiting_.erase(it);
+  blocks_.Release(*seq);  // what a "can I" call may have prepared for it (a leased prefix)
   seq->Finish(FinishReason::kCancelled);
   finished_.push_back(std::move(seq));
   return true;

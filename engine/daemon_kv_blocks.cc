@@ -1,0 +1,292 @@
+#include "engine/daemon_kv_blocks.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace kvtier::engine {
+namespace {
+
+using protocol::BlockCode;
+using protocol::BlockResult;
+
+constexpr size_t kMaxPerCall = 1024;  // the protocol's items per request
+
+BlockCode CodeOf(const BlockResult& r) { return static_cast<BlockCode>(r.code); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DaemonKvBlocks>> DaemonKvBlocks::Create(
+    client::Client* client, int64_t block_tokens, uint64_t slot_bytes,
+    const DaemonKvBlocksOptions& options) {
+  if (options.tier != Tier::kT1) {
+    return absl::FailedPreconditionError(
+        "engine KV in kvtierd: only T1 for now (T0 needs the GPU checksum at publish)");
+  }
+  if (block_tokens < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("engine KV in kvtierd: block_tokens {} < 1", block_tokens));
+  }
+  if (client->slot_bytes() != slot_bytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "engine KV in kvtierd: T1's slots are {} bytes, the engine's blocks {}: start kvtierd with "
+        "--t1.slot_bytes {} to attend in place",
+        client->slot_bytes(), slot_bytes, slot_bytes));
+  }
+  const uint64_t slots = client->t1_bytes() / slot_bytes;
+  if (slots < 1 || slots > static_cast<uint64_t>(INT32_MAX)) {
+    return absl::InvalidArgumentError(
+        fmt::format("engine KV in kvtierd: T1 holds {} slots of {} bytes", slots, slot_bytes));
+  }
+  return std::unique_ptr<DaemonKvBlocks>(
+      new DaemonKvBlocks(client, block_tokens, slot_bytes, static_cast<int32_t>(slots), options));
+}
+
+absl::StatusOr<CpuKvPool> DaemonKvBlocks::CpuPool(client::Client* client,
+                                                  const ops::PagedKvGeometry& geometry) {
+  const uint64_t bytes = static_cast<uint64_t>(geometry.slot_elems()) * sizeof(float);
+  if (client->slot_bytes() != bytes || client->t1_bytes() / bytes < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("engine KV in kvtierd: T1's slots are {} bytes, the engine's fp32 blocks {}",
+                    client->slot_bytes(), bytes));
+  }
+  const auto slots = static_cast<int32_t>(
+      std::min<uint64_t>(client->t1_bytes() / bytes, static_cast<uint64_t>(INT32_MAX)));
+  return CpuKvPool(geometry, slots, reinterpret_cast<float*>(client->t1_base()));
+}
+
+DaemonKvBlocks::DaemonKvBlocks(client::Client* client, int64_t block_tokens, uint64_t slot_bytes,
+                               int32_t num_slots, const DaemonKvBlocksOptions& options)
+    : client_(client),
+      block_tokens_(block_tokens),
+      slot_bytes_(slot_bytes),
+      num_slots_(num_slots),
+      options_(options) {}
+
+DaemonKvBlocks::~DaemonKvBlocks() {
+  // Leases and working slots go back with the connection too; this is for a client that stays.
+  std::vector<BlockKey> leased;
+  for (auto& [id, st] : states_) {
+    for (size_t i = 0; i < st.holds.size(); ++i) {
+      if (st.holds[i] == Hold::kLeased) leased.push_back(st.keys[i]);
+    }
+    for (size_t i = 0; i < st.pending_slots.size(); ++i) leased.push_back(st.keys[i]);
+  }
+  ReleaseKeys(leased);
+  for (size_t at = 0; at < reserve_.size(); at += kMaxPerCall) {
+    const size_t n = std::min(kMaxPerCall, reserve_.size() - at);
+    (void)client_->FreeWorking(options_.tier, absl::MakeConstSpan(reserve_).subspan(at, n));
+  }
+}
+
+void DaemonKvBlocks::Fail(const absl::Status& s) {
+  if (status_.ok()) status_ = s;
+}
+
+void DaemonKvBlocks::ReleaseKeys(const std::vector<BlockKey>& keys) {
+  for (size_t at = 0; at < keys.size(); at += kMaxPerCall) {
+    const size_t n = std::min(kMaxPerCall, keys.size() - at);
+    absl::StatusOr<std::vector<BlockResult>> r =
+        client_->Release(absl::MakeConstSpan(keys).subspan(at, n));
+    if (!r.ok()) Fail(r.status());
+  }
+}
+
+const std::vector<BlockKey>* DaemonKvBlocks::KeysUpTo(Sequence& seq, State& st, int64_t n) {
+  const auto have = static_cast<int64_t>(st.keys.size());
+  if (have >= n) return &st.keys;
+  std::vector<uint32_t> tokens(seq.tokens().begin() + have * block_tokens_,
+                               seq.tokens().begin() + n * block_tokens_);
+  std::optional<BlockKey> parent;
+  if (have > 0) parent = st.keys.back();
+  absl::StatusOr<std::vector<BlockKey>> more = client_->KeysFor(tokens, parent);
+  if (!more.ok()) {
+    Fail(more.status());
+    return nullptr;
+  }
+  st.keys.insert(st.keys.end(), more->begin(), more->end());
+  return &st.keys;
+}
+
+void DaemonKvBlocks::DropPending(uint64_t id) {
+  auto it = states_.find(id);
+  if (it == states_.end() || it->second.pending_slots.empty()) return;
+  State& st = it->second;
+  ReleaseKeys(std::vector<BlockKey>(
+      st.keys.begin(), st.keys.begin() + static_cast<ptrdiff_t>(st.pending_slots.size())));
+  st.pending_slots.clear();
+}
+
+int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
+  // One sequence at a time waits with a leased prefix (the one the scheduler tries to admit):
+  // leases kept for sequences pushed back in the queue would pin the tier until it is all ours.
+  if (pending_owner_ != 0 && pending_owner_ != seq.id()) DropPending(pending_owner_);
+  pending_owner_ = seq.id();
+  State& st = states_[seq.id()];
+  if (!st.pending_slots.empty()) return static_cast<int64_t>(st.pending_slots.size());
+  const int64_t limit =
+      std::min<int64_t>((seq.num_tokens() - 1) / block_tokens_, static_cast<int64_t>(kMaxPerCall));
+  if (limit < 1 || !status_.ok()) return 0;
+  const std::vector<BlockKey>* keys = KeysUpTo(seq, st, limit);
+  if (keys == nullptr) return 0;
+  const auto wanted = absl::MakeConstSpan(*keys).subspan(0, static_cast<size_t>(limit));
+  ++stats_.lookups;
+  absl::StatusOr<client::LookupResult> where = client_->Lookup(wanted);
+  if (!where.ok()) {
+    Fail(where.status());
+    return 0;
+  }
+  if (where->hit_blocks == 0) return 0;
+  // Lease the leading run in the pool's tier (the daemon promotes into it as needed).
+  absl::StatusOr<std::vector<BlockResult>> got =
+      client_->Get(wanted.subspan(0, where->hit_blocks), options_.tier);
+  if (!got.ok()) {
+    Fail(got.status());
+    return 0;
+  }
+  size_t run = 0;
+  while (run < got->size() && CodeOf((*got)[run]) == BlockCode::kOk &&
+         (*got)[run].payload_bytes == slot_bytes_) {
+    st.pending_slots.push_back((*got)[run].slot);
+    ++run;
+  }
+  std::vector<BlockKey> unused;  // leased past the first gap: not usable as a prefix
+  for (size_t i = run; i < got->size(); ++i) {
+    if (CodeOf((*got)[i]) == BlockCode::kOk) unused.push_back(wanted[i]);
+  }
+  ReleaseKeys(unused);
+  stats_.leased_blocks += static_cast<int64_t>(run);
+  return static_cast<int64_t>(run);
+}
+
+int64_t DaemonKvBlocks::SlotsToAdmit(Sequence& seq, int64_t cached, int64_t end) {
+  return std::max<int64_t>(0, BlocksFor(end) - cached);
+}
+
+int64_t DaemonKvBlocks::SlotsToGrow(const Sequence& seq, int64_t end) const {
+  return std::max<int64_t>(0, BlocksFor(end) - static_cast<int64_t>(seq.block_table().size()));
+}
+
+bool DaemonKvBlocks::CanTake(int64_t slots) {
+  while (static_cast<int64_t>(reserve_.size()) < slots && status_.ok()) {
+    const auto want = static_cast<size_t>(
+        std::min<int64_t>(slots - static_cast<int64_t>(reserve_.size()), kMaxPerCall));
+    absl::StatusOr<std::vector<BlockResult>> took = client_->TakeWorkingSlots(options_.tier, want);
+    if (!took.ok()) {
+      Fail(took.status());
+      break;
+    }
+    size_t ok = 0;
+    for (const BlockResult& r : *took) {
+      if (CodeOf(r) != BlockCode::kOk) continue;
+      reserve_.push_back(r.slot);
+      ++ok;
+    }
+    stats_.working_taken += static_cast<int64_t>(ok);
+    if (ok < want) break;  // the quota or the tier is full now: the scheduler waits or preempts
+  }
+  return static_cast<int64_t>(reserve_.size()) >= slots;
+}
+
+void DaemonKvBlocks::Admit(Sequence& seq, int64_t cached, int64_t end) {
+  State& st = states_[seq.id()];
+  std::vector<int32_t>& table = seq.mutable_block_table();
+  std::vector<BlockKey> unused;
+  for (size_t i = 0; i < st.pending_slots.size(); ++i) {
+    if (static_cast<int64_t>(i) < cached) {
+      table.push_back(static_cast<int32_t>(st.pending_slots[i]));
+      st.holds.push_back(Hold::kLeased);
+    } else {
+      unused.push_back(st.keys[i]);
+    }
+  }
+  st.pending_slots.clear();
+  if (pending_owner_ == seq.id()) pending_owner_ = 0;
+  ReleaseKeys(unused);
+  stats_.attached_blocks += cached;
+  seq.AddCachedTokens(cached * block_tokens_);
+  Grow(seq, end);
+}
+
+void DaemonKvBlocks::Grow(Sequence& seq, int64_t end) {
+  State& st = states_[seq.id()];
+  std::vector<int32_t>& table = seq.mutable_block_table();
+  while (static_cast<int64_t>(table.size()) < BlocksFor(end) && !reserve_.empty()) {
+    table.push_back(static_cast<int32_t>(reserve_.back()));
+    reserve_.pop_back();
+    st.holds.push_back(Hold::kWorking);
+  }
+}
+
+void DaemonKvBlocks::Commit(Sequence& seq, int64_t from) {
+  State& st = states_[seq.id()];
+  const int64_t full = seq.num_computed_tokens() / block_tokens_;
+  if (full < 1 || KeysUpTo(seq, st, full) == nullptr) return;
+  std::vector<protocol::WorkPublishItem> items;
+  std::vector<size_t> at;
+  for (int64_t i = from / block_tokens_; i < full; ++i) {
+    if (st.holds[static_cast<size_t>(i)] != Hold::kWorking) continue;
+    const auto slot = static_cast<uint32_t>(seq.block_table()[static_cast<size_t>(i)]);
+    protocol::WorkPublishItem item;
+    item.key = st.keys[static_cast<size_t>(i)];
+    if (i > 0) item.parent = st.keys[static_cast<size_t>(i - 1)];
+    item.slot = slot;
+    item.payload_bytes = static_cast<uint32_t>(slot_bytes_);
+    item.checksum = XXH3_64bits(client_->SlotData(slot), slot_bytes_);
+    items.push_back(item);
+    at.push_back(static_cast<size_t>(i));
+  }
+  for (size_t begin = 0; begin < items.size(); begin += kMaxPerCall) {
+    const size_t n = std::min(kMaxPerCall, items.size() - begin);
+    absl::StatusOr<std::vector<BlockCode>> codes =
+        client_->PublishWorking(options_.tier, absl::MakeConstSpan(items).subspan(begin, n));
+    if (!codes.ok()) {
+      Fail(codes.status());
+      return;
+    }
+    for (size_t j = 0; j < n; ++j) {
+      if ((*codes)[j] == BlockCode::kOk) {
+        st.holds[at[begin + j]] = Hold::kLeased;  // a cached block now, leased to this client
+        ++stats_.published;
+      } else if ((*codes)[j] == BlockCode::kAlreadyPresent) {
+        ++stats_.already_present;  // stays this sequence's working slot
+      }
+    }
+  }
+}
+
+void DaemonKvBlocks::Release(Sequence& seq) {
+  auto it = states_.find(seq.id());
+  if (it != states_.end()) {
+    State& st = it->second;
+    std::vector<BlockKey> leased;
+    std::vector<uint32_t> free;
+    const std::vector<int32_t>& table = seq.block_table();
+    for (size_t i = 0; i < st.holds.size() && i < table.size(); ++i) {
+      if (st.holds[i] == Hold::kLeased) {
+        leased.push_back(st.keys[i]);
+      } else if (static_cast<int32_t>(reserve_.size()) < options_.reserve_max) {
+        reserve_.push_back(static_cast<uint32_t>(table[i]));
+      } else {
+        free.push_back(static_cast<uint32_t>(table[i]));
+      }
+    }
+    for (size_t i = 0; i < st.pending_slots.size(); ++i) leased.push_back(st.keys[i]);
+    ReleaseKeys(leased);
+    for (size_t at = 0; at < free.size(); at += kMaxPerCall) {
+      const size_t n = std::min(kMaxPerCall, free.size() - at);
+      absl::StatusOr<std::vector<BlockCode>> r =
+          client_->FreeWorking(options_.tier, absl::MakeConstSpan(free).subspan(at, n));
+      if (!r.ok()) Fail(r.status());
+    }
+    stats_.working_freed += static_cast<int64_t>(free.size());
+    states_.erase(it);
+  }
+  if (pending_owner_ == seq.id()) pending_owner_ = 0;
+  seq.mutable_block_table().clear();
+  seq.ResetComputed();
+}
+
+}  // namespace kvtier::engine

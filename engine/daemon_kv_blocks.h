@@ -1,0 +1,119 @@
+// KvBlocks over kvtierd's own slots (kv_blocks.h; DESIGN.md "The bundled engine"): the engine
+// attends to K/V where the daemon keeps it, and every block it computes becomes a cached block
+// that other engines on the host (and this one after a preemption or restart) find.
+//
+// - A sequence's cached prefix: CachedPrefixBlocks looks its full blocks' keys up in kvtierd and
+//   leases the leading run in the pool's tier (the daemon promotes T2 hits into it first). The
+//   leases wait on the sequence until Admit attaches them or Release gives them back, so Admit
+//   cannot fail; only the sequence asked last keeps them (asking for another gives them back).
+//   They are read only: the engine computes from the end of the prefix on.
+// - New blocks go into working slots (protocol v3 work_take), kept in a reserve: CanTake tops it
+//   up from the daemon (within daemon.max_working_slots), Release returns a sequence's unpublished
+//   slots to it (reserve_max at most; the rest are freed).
+// - Commit publishes each full block the step computed under its key and parent, with its XXH3-64;
+//   the block stays leased to this client while a sequence holds it. A key the daemon caches
+//   already stays a working slot of this sequence (its copy is equal; it is reused later).
+// - Preemption is by offload: Release gives the leases back and the daemon may demote the blocks;
+//   the sequence's next admission finds them as a prefix.
+//
+// Keys are the client's (Client::KeysFor over the namespace the client connected with), so the
+// client's namespace must name this model, its KV dtype and block_tokens.
+//
+// Tier: T1 for the CPU backend (its pool is a view of T1: CpuPool). T0 (the GPU backend attending
+// in the daemon's GPU pool) needs the GPU checksum at publish: not yet (FailedPrecondition).
+//
+// Errors: the "do it" calls cannot return one; the first daemon error is kept in status(), which
+// LlmEngine checks after each schedule. Thread-safety: not thread-safe; one owner (the
+// scheduler). The client must outlive this object and be used by nobody else meanwhile.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "client/kvtier_client.h"
+#include "engine/cpu_kv_pool.h"
+#include "engine/kv_blocks.h"
+
+namespace kvtier::engine {
+
+struct DaemonKvBlocksOptions {
+  Tier tier = Tier::kT1;
+  int32_t reserve_max = 64;  // unpublished working slots kept for reuse, at most
+};
+
+// Counters, for tests, logs and the server's metrics.
+struct DaemonKvBlocksStats {
+  int64_t lookups = 0;          // prefix lookups sent
+  int64_t leased_blocks = 0;    // prefix blocks leased (attached or not)
+  int64_t attached_blocks = 0;  // prefix blocks admitted into a sequence
+  int64_t published = 0;        // working slots published as cached blocks
+  int64_t already_present = 0;  // publishes of a key the daemon had already
+  int64_t working_taken = 0;    // working slots taken from the daemon
+  int64_t working_freed = 0;    // working slots given back
+};
+
+class DaemonKvBlocks final : public KvBlocks {
+ public:
+  // `slot_bytes`: one block's K/V bytes as the backend lays it out; the tier's slots must be
+  // exactly that size (the pool is indexed slot * slot_bytes). InvalidArgument when they are not,
+  // or for block_tokens < 1; FailedPrecondition for T0.
+  static absl::StatusOr<std::unique_ptr<DaemonKvBlocks>> Create(
+      client::Client* client, int64_t block_tokens, uint64_t slot_bytes,
+      const DaemonKvBlocksOptions& options = {});
+  // The CPU backend's pool: a view of the client's mapping of T1 (every slot).
+  // InvalidArgument when T1's slots are not geometry's size in fp32.
+  static absl::StatusOr<CpuKvPool> CpuPool(client::Client* client,
+                                           const ops::PagedKvGeometry& geometry);
+  ~DaemonKvBlocks() override;
+
+  int64_t block_tokens() const override { return block_tokens_; }
+  int32_t num_slots() const override { return num_slots_; }
+  int32_t free_slots() const override { return static_cast<int32_t>(reserve_.size()); }
+
+  int64_t CachedPrefixBlocks(Sequence& seq) override;
+  int64_t SlotsToAdmit(Sequence& seq, int64_t cached, int64_t end) override;
+  int64_t SlotsToGrow(const Sequence& seq, int64_t end) const override;
+  bool CanTake(int64_t slots) override;
+  void Admit(Sequence& seq, int64_t cached, int64_t end) override;
+  void Grow(Sequence& seq, int64_t end) override;
+  void Commit(Sequence& seq, int64_t from) override;
+  void Release(Sequence& seq) override;
+  absl::Status status() const override { return status_; }
+  // The tier's other blocks may be evicted, and other clients may give slots back.
+  bool MayMakeRoomLater() const override { return true; }
+
+  const DaemonKvBlocksStats& stats() const { return stats_; }
+
+ private:
+  // One block table entry's standing with the daemon.
+  enum class Hold : uint8_t { kWorking, kLeased };
+  struct State {
+    std::vector<BlockKey> keys;  // keys of the sequence's first full blocks (computed lazily)
+    std::vector<Hold> holds;     // per block table entry
+    std::vector<uint32_t> pending_slots;  // prefix leased by CachedPrefixBlocks, not admitted
+  };
+  DaemonKvBlocks(client::Client* client, int64_t block_tokens, uint64_t slot_bytes,
+                 int32_t num_slots, const DaemonKvBlocksOptions& options);
+
+  // The keys of seq's first `n` full blocks (n <= num_tokens / block_tokens).
+  const std::vector<BlockKey>* KeysUpTo(Sequence& seq, State& st, int64_t n);
+  void ReleaseKeys(const std::vector<BlockKey>& keys);
+  // Gives back sequence id's leased prefix that no admission took.
+  void DropPending(uint64_t id);
+  void Fail(const absl::Status& s);
+
+  client::Client* client_;
+  int64_t block_tokens_;
+  uint64_t slot_bytes_;
+  int32_t num_slots_;
+  DaemonKvBlocksOptions options_;
+  std::vector<uint32_t> reserve_;
+  absl::flat_hash_map<uint64_t, State> states_;  // by sequence id
+  uint64_t pending_owner_ = 0;                   // the sequence whose prefix is leased, or 0
+  DaemonKvBlocksStats stats_;
+  absl::Status status_;
+};
+
+}  // namespace kvtier::engine

@@ -1,0 +1,211 @@
+// The engine on kvtierd's slots (engine/daemon_kv_blocks.h), against a real kvtierd: the CPU
+// backend attends in T1 in place, requests give exactly the tokens the engine gives on its own
+// private pool, the blocks one engine computes are prefix hits for another engine (another
+// connection), and a working-slot quota too small for every request at once only makes them wait
+// or be preempted (resumed from their published blocks), never changes a token.
+#include "engine/daemon_kv_blocks.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/cpu_backend.h"
+#include "engine/llm_engine.h"
+#include "tests/daemon/kvtierd_process.h"
+#include "tests/daemon/kvtierd_test_util.h"
+
+namespace kvtier::engine {
+namespace {
+
+using kvtier::testing::KvtierdProcess;
+
+constexpr int64_t kBlockTokens = 8;  // llama3 test model: 8 tokens * 512 B = 4 KiB per block
+
+std::vector<std::string> DaemonFlags(const std::string& max_working_slots,
+                                     const std::string& t1 = "1MiB") {
+  return {"--t1.capacity_bytes", t1, "--t1.slot_bytes", "4KiB", "--t1.touch_threads", "1",
+          "--t1.huge_pages", "off", "--t2.enabled", "false", "--daemon.max_working_slots",
+          max_working_slots,
+          // Shed well before full: a work_take finding no free slot gets RetryLater and does not
+          // itself make room (the evictor keeps the tier under its watermarks), so on a T1 of a
+          // few slots the default 0.95 would leave one or two free, fewer than a request takes.
+          "--t1.high_watermark", "0.5", "--t1.low_watermark", "0.25"};
+}
+
+std::vector<int32_t> Prompt(int64_t n, int32_t seed) {
+  std::vector<int32_t> t(n);
+  for (int64_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((seed * 131 + 17 * i * i + i) % 509);
+  return t;
+}
+
+RequestOptions Greedy(int32_t max_tokens) {
+  RequestOptions o;
+  o.max_tokens = max_tokens;
+  o.ignore_eos = true;
+  return o;
+}
+
+class DaemonKvBlocksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto model = CpuModel::Load(KVTIER_SOURCE_DIR "/tests/engine/data/models/llama3");
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model);
+  }
+
+  void StartDaemon(const std::string& max_working_slots, const std::string& t1 = "1MiB") {
+    auto d = KvtierdProcess::Start(dir_.path(), DaemonFlags(max_working_slots, t1));
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = std::move(*d);
+  }
+
+  std::unique_ptr<client::Client> Connect(const std::string& name) {
+    Namespace ns;
+    ns.model_id = model_->config().name;
+    ns.dtype = "fp32";
+    ns.block_tokens = kBlockTokens;
+    auto c = client::Client::Connect({daemon_->socket_path(), ns, name});
+    EXPECT_TRUE(c.ok()) << c.status() << "\n" << daemon_->Log();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  // An engine over `client`'s T1; `blocks` is set to its KV blocks (owned by the engine).
+  std::unique_ptr<LlmEngine> DaemonEngine(client::Client& client, DaemonKvBlocks** blocks) {
+    const uint64_t slot_bytes = model_->KvGeometry(kBlockTokens).slot_elems() * sizeof(float);
+    auto b = DaemonKvBlocks::Create(&client, kBlockTokens, slot_bytes);
+    EXPECT_TRUE(b.ok()) << b.status();
+    auto pool = DaemonKvBlocks::CpuPool(&client, model_->KvGeometry(kBlockTokens));
+    EXPECT_TRUE(pool.ok()) << pool.status();
+    if (!b.ok() || !pool.ok()) return nullptr;
+    *blocks = b->get();
+    auto engine = LlmEngine::Create(std::make_unique<CpuBackend>(*model_, std::move(*pool)),
+                                    std::move(*b), EngineOptions{});
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+
+  // Every request through `engine`; outputs in order of the requests.
+  static std::vector<RequestOutput> RunAll(LlmEngine& engine,
+                                           const std::vector<std::vector<int32_t>>& prompts,
+                                           int32_t max_tokens) {
+    std::vector<uint64_t> ids;
+    for (const auto& p : prompts) {
+      auto id = engine.Add(p, Greedy(max_tokens));
+      EXPECT_TRUE(id.ok()) << id.status();
+      ids.push_back(id.value_or(0));
+    }
+    auto done = engine.RunUntilIdle();
+    EXPECT_TRUE(done.ok()) << done.status().ToString();
+    std::vector<RequestOutput> out(prompts.size());
+    for (RequestOutput& o : done.value_or(std::vector<RequestOutput>{})) {
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (ids[i] == o.id) out[i] = std::move(o);
+      }
+    }
+    return out;
+  }
+
+  // The same requests on a private pool: what the daemon must not change.
+  std::vector<RequestOutput> Local(const std::vector<std::vector<int32_t>>& prompts,
+                                   int32_t max_tokens) {
+    auto engine = LlmEngine::Create(std::make_unique<CpuBackend>(*model_, kBlockTokens, 256),
+                                    EngineOptions{});
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? RunAll(**engine, prompts, max_tokens) : std::vector<RequestOutput>{};
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<KvtierdProcess> daemon_;
+  std::unique_ptr<CpuModel> model_;
+};
+
+TEST_F(DaemonKvBlocksTest, TokensEqualAPrivatePoolsAndAnotherEngineHitsThePublishedBlocks) {
+  StartDaemon("256");
+  const std::vector<std::vector<int32_t>> prompts = {Prompt(20, 1), Prompt(37, 2), Prompt(9, 3)};
+  const std::vector<RequestOutput> want = Local(prompts, 12);
+  auto a = Connect("engine-a");
+  ASSERT_NE(a, nullptr);
+  DaemonKvBlocks* blocks_a = nullptr;
+  auto engine_a = DaemonEngine(*a, &blocks_a);
+  ASSERT_NE(engine_a, nullptr);
+  const std::vector<RequestOutput> got = RunAll(*engine_a, prompts, 12);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(got[i].cached_tokens, 0) << "request " << i;
+  }
+  // Every full block of prompt and output (but the last token's) was published: 20+12-1 -> 3,
+  // 37+12-1 -> 6, 9+12-1 -> 2.
+  EXPECT_EQ(blocks_a->stats().published, 11);
+  EXPECT_TRUE(blocks_a->status().ok()) << blocks_a->status();
+
+  // Another engine, on another connection, finds request 1's blocks in kvtierd.
+  auto b = Connect("engine-b");
+  ASSERT_NE(b, nullptr);
+  DaemonKvBlocks* blocks_b = nullptr;
+  auto engine_b = DaemonEngine(*b, &blocks_b);
+  ASSERT_NE(engine_b, nullptr);
+  const std::vector<RequestOutput> again = RunAll(*engine_b, {prompts[1]}, 12);
+  EXPECT_EQ(again[0].tokens, want[1].tokens);
+  EXPECT_EQ(again[0].cached_tokens, 32);  // (37 - 1) / 8 full blocks: at least one token to run
+  EXPECT_EQ(again[0].model_tokens, 37 - 32 + 11);
+  EXPECT_EQ(blocks_b->stats().attached_blocks, 4);
+  EXPECT_EQ(blocks_b->stats().published, 0);  // its new blocks were engine A's already
+  EXPECT_GT(blocks_b->stats().already_present, 0);
+}
+
+TEST_F(DaemonKvBlocksTest, AWorkingSlotQuotaTooSmallForAllAtOnceChangesNoToken) {
+  StartDaemon("6");  // one request's prompt (4 blocks) and a little more, at a time
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t s = 0; s < 5; ++s) prompts.push_back(Prompt(30 + 3 * s, 10 + s));
+  const std::vector<RequestOutput> want = Local(prompts, 40);
+  auto c = Connect("engine-small-quota");
+  ASSERT_NE(c, nullptr);
+  DaemonKvBlocks* blocks = nullptr;
+  auto engine = DaemonEngine(*c, &blocks);
+  ASSERT_NE(engine, nullptr);
+  const std::vector<RequestOutput> got = RunAll(*engine, prompts, 40);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+  }
+  EXPECT_TRUE(blocks->status().ok()) << blocks->status();
+  EXPECT_LE(blocks->free_slots(), 6);
+  // The quota held them back: alone on a private pool the five run side by side (~40 steps).
+  EXPECT_GT(engine->scheduler().stats().steps, 60);
+}
+
+TEST_F(DaemonKvBlocksTest, AT1TooSmallForAllAtOncePreemptsAndChangesNoToken) {
+  StartDaemon("256", "96KiB");  // 24 slots; the five requests need about 45 blocks in all
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t s = 0; s < 5; ++s) prompts.push_back(Prompt(30 + 3 * s, 20 + s));
+  const std::vector<RequestOutput> want = Local(prompts, 40);
+  auto c = Connect("engine-small-t1");
+  ASSERT_NE(c, nullptr);
+  DaemonKvBlocks* blocks = nullptr;
+  auto engine = DaemonEngine(*c, &blocks);
+  ASSERT_NE(engine, nullptr);
+  const std::vector<RequestOutput> got = RunAll(*engine, prompts, 40);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+  }
+  EXPECT_TRUE(blocks->status().ok()) << blocks->status();
+  // Running sequences gave way (their published blocks left to the daemon), and came back.
+  EXPECT_GT(engine->scheduler().stats().preemptions, 0);
+  EXPECT_GT(blocks->stats().published, 40);
+}
+
+TEST_F(DaemonKvBlocksTest, SlotsOfAnotherSizeAreRefusedNamingTheFlag) {
+  StartDaemon("256");
+  auto c = Connect("engine-wrong-size");
+  ASSERT_NE(c, nullptr);
+  auto b = DaemonKvBlocks::Create(c.get(), kBlockTokens, 8192);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("--t1.slot_bytes 8192"), std::string::npos) << b.status();
+  auto t0 = DaemonKvBlocks::Create(c.get(), kBlockTokens, 4096, {.tier = Tier::kT0});
+  EXPECT_EQ(t0.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace kvtier::engine
