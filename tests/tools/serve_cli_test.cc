@@ -89,10 +89,10 @@ class ServeTest : public ::testing::Test {
     made_ = fs::exists(fs::path(model_) / "model.safetensors");
     if (!made_) return;
     server_ = new ServerProcess();
-    started_ =
-        server_->Start(Binary(), {"serve", "--model", model_, "--device", "cpu", "--port", "0",
-                                  "--served-model-name", kModelName, "--max-concurrent",
-                                  std::to_string(kMaxConcurrent), "--max-body-bytes", "65536"});
+    started_ = server_->Start(Binary(), {"serve", "--model", model_, "--device", "cpu", "--port",
+                                         "0", "--served-model-name", kModelName, "--max-concurrent",
+                                         std::to_string(kMaxConcurrent), "--max-body-bytes",
+                                         "65536", "--idle-timeout", "2"});
   }
 
   static void TearDownTestSuite() {
@@ -451,6 +451,14 @@ TEST_F(ServeTest, UnknownPathsMethodsAndLargeBodiesAreRefused) {
   const Reply big = Post(port(), "/v1/completions", std::string(70000, ' '));
   EXPECT_EQ(big.status, 413);
   // The server still serves.
+  EXPECT_EQ(Send(port(), http::verb::get, "/health").status, 200);
+}
+
+TEST_F(ServeTest, SilentConnectionIsClosedAfterTheIdleTimeout) {
+  RawStream silent(port());
+  silent.Write("POST /v1/completions HTTP/1.1\r\n");  // and never the rest
+  // Blocks until the server closes the connection (the test's own timeout fails it otherwise).
+  EXPECT_EQ(silent.ReadUntil("never sent"), "");
   EXPECT_EQ(Send(port(), http::verb::get, "/health").status, 200);
 }
 

@@ -32,11 +32,11 @@ struct Watch {
 asio::awaitable<void> WatchSocket(std::shared_ptr<Connection> conn, std::shared_ptr<Watch> watch,
                                   std::shared_ptr<Waker> waker) {
   beast::error_code ec;
-  const size_t n = co_await conn->socket.async_read_some(
+  const size_t n = co_await conn->stream.async_read_some(
       conn->buffer.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
   if (!ec) {
     conn->buffer.commit(n);
-  } else if (ec != asio::error::operation_aborted) {
+  } else if (ec != asio::error::operation_aborted && ec != beast::error::timeout) {
     watch->closed = true;
   }
   watch->done = true;
@@ -87,7 +87,7 @@ asio::awaitable<bool> Responder::StartStream() {
   res.chunked(true);
   http::response_serializer<http::empty_body> sr{res};
   beast::error_code ec;
-  co_await http::async_write_header(conn_.socket, sr,
+  co_await http::async_write_header(conn_.stream, sr,
                                     asio::redirect_error(asio::use_awaitable, ec));
   started_ = true;
   if (ec) co_return false;
@@ -99,7 +99,7 @@ asio::awaitable<bool> Responder::StartStream() {
 
 asio::awaitable<bool> Responder::Chunk(const std::string& data) {
   beast::error_code ec;
-  co_await asio::async_write(conn_.socket, http::make_chunk(asio::buffer(data)),
+  co_await asio::async_write(conn_.stream, http::make_chunk(asio::buffer(data)),
                              asio::redirect_error(asio::use_awaitable, ec));
   co_return !ec;
 }
@@ -130,7 +130,7 @@ asio::awaitable<bool> Responder::Write(const RequestChannel::Taken& t, bool* end
   if (!out.empty() && !co_await Chunk(out)) co_return false;
   if (!*ended) co_return true;
   beast::error_code ec;
-  co_await asio::async_write(conn_.socket, http::make_chunk_last(),
+  co_await asio::async_write(conn_.stream, http::make_chunk_last(),
                              asio::redirect_error(asio::use_awaitable, ec));
   co_return !ec;
 }
@@ -169,8 +169,7 @@ asio::awaitable<bool> Run(ServeContext& ctx, std::shared_ptr<Connection> conn, J
   }
   if (!ended) ctx.worker->Cancel(channel);  // the client left or a write failed
   if (!watch->done) {
-    beast::error_code ignored;
-    conn->socket.cancel(ignored);
+    conn->stream.cancel();
     while (!watch->done) {
       beast::error_code ec;
       co_await waker->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));

@@ -1,6 +1,16 @@
 #include "tools/serve/http_io.h"
 
+#include <atomic>
+
 namespace kvtier::serve {
+namespace {
+
+std::atomic<int64_t> idle_timeout_s{60};
+
+}  // namespace
+
+void SetIdleTimeout(std::chrono::seconds timeout) { idle_timeout_s = timeout.count(); }
+std::chrono::seconds IdleTimeout() { return std::chrono::seconds(idle_timeout_s.load()); }
 
 asio::awaitable<bool> WriteResponse(Connection& conn, http::status status,
                                     std::string_view content_type, std::string body,
@@ -13,7 +23,9 @@ asio::awaitable<bool> WriteResponse(Connection& conn, http::status status,
   res.body() = std::move(body);
   res.prepare_payload();
   beast::error_code ec;
-  co_await http::async_write(conn.socket, res, asio::redirect_error(asio::use_awaitable, ec));
+  conn.stream.expires_after(IdleTimeout());
+  co_await http::async_write(conn.stream, res, asio::redirect_error(asio::use_awaitable, ec));
+  conn.stream.expires_never();
   co_return !ec;
 }
 

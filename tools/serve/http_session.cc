@@ -81,10 +81,12 @@ asio::awaitable<bool> ReadRequest(ServeContext& ctx, Connection& conn, Request* 
   parser.header_limit(kHeaderLimit);
   parser.body_limit(ctx.max_body_bytes);
   beast::error_code ec;
-  co_await http::async_read_header(conn.socket, conn.buffer, parser,
+  conn.stream.expires_after(IdleTimeout());
+  co_await http::async_read_header(conn.stream, conn.buffer, parser,
                                    asio::redirect_error(asio::use_awaitable, ec));
   if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-      ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
+      ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
+      ec == beast::error::timeout) {
     co_return false;
   }
   const ApiError too_large =
@@ -109,11 +111,13 @@ asio::awaitable<bool> ReadRequest(ServeContext& ctx, Connection& conn, Request* 
   }
   if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
     http::response<http::empty_body> cont{http::status::continue_, 11};
-    co_await http::async_write(conn.socket, cont, asio::redirect_error(asio::use_awaitable, ec));
+    co_await http::async_write(conn.stream, cont, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return false;
   }
-  co_await http::async_read(conn.socket, conn.buffer, parser,
+  conn.stream.expires_after(IdleTimeout());
+  co_await http::async_read(conn.stream, conn.buffer, parser,
                             asio::redirect_error(asio::use_awaitable, ec));
+  conn.stream.expires_never();
   if (ec == http::error::body_limit) {
     co_await WriteError(conn, too_large, false);
     co_return false;
@@ -134,8 +138,8 @@ asio::awaitable<void> ServeConnection(ServeContext& ctx, tcp::socket socket) {
     if (!co_await Dispatch(ctx, conn, req, keep_alive)) break;
   }
   beast::error_code ignored;
-  conn->socket.shutdown(tcp::socket::shutdown_send, ignored);
-  conn->socket.close(ignored);
+  conn->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  conn->stream.close();
 }
 
 }  // namespace kvtier::serve

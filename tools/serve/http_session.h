@@ -8,8 +8,9 @@
 // Anything else: 404 (unknown path) or 405 with Allow (known path, other method). Every byte is
 // hostile: the header is read alone first (at most 16 KiB), a Content-Length over the body limit
 // is answered 413 before a byte of the body is read (and the connection closed), a chunked body
-// past the limit likewise; a bad request line closes the connection; paths are escaped before they
-// reach a log line.
+// past the limit likewise; a bad request line closes the connection; a connection that takes more
+// than --idle-timeout to send a request (an idle keep-alive one included) is closed; paths are
+// escaped before they reach a log line.
 #pragma once
 
 #include "tools/serve/http_io.h"

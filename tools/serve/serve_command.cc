@@ -19,6 +19,7 @@
 #include "engine/tokenizer.h"
 #include "kernels/gpu_runtime.h"
 #include "tools/serve/engine_worker.h"
+#include "tools/serve/http_io.h"
 #include "tools/serve/http_server.h"
 #include "tools/serve/serve_context.h"
 #include "tools/serve/serve_flags.h"
@@ -118,6 +119,7 @@ absl::Status Serve(const ServeFlags& f) {
   ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
+  SetIdleTimeout(std::chrono::seconds(f.idle_timeout_s));
   EngineWorker worker(std::move(engine), *m.tokenizer, metrics);
   ctx.worker = &worker;
   const std::string host = f.host == "localhost" ? "127.0.0.1" : f.host;

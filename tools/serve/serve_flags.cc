@@ -45,6 +45,11 @@ void AddServeFlags(CLI::App* cmd, ServeFlags* f) {
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "Request bodies larger get 413")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30))
       ->capture_default_str();
+  cmd->add_option("--idle-timeout", f->idle_timeout_s,
+                  "Seconds a connection may take to send a request (or to read a response) "
+                  "before it is closed; generation itself has no limit")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
   cmd->add_option("--http-threads", f->http_threads, "I/O threads for HTTP")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
