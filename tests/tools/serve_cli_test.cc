@@ -528,10 +528,27 @@ TEST(ServeCliErrorsTest, MissingModelDirectoryIsNamedAndExits1) {
   std::filesystem::remove(out);
 }
 
-// Last in the file: it stops the server.
-TEST_F(ServeTest, ZzSigtermStopsTheServerCleanly) {
+// Last in the file: it stops the server. A request in flight at SIGTERM is answered in full.
+TEST_F(ServeTest, ZzSigtermDrainsTheRequestInFlightAndExits0) {
+  WaitIdle();
+  Reply reply;
+  std::thread client([&reply] {
+    reply = Post(port(), "/v1/completions", Completion("Finish me first", 200).dump());
+  });
+  for (int i = 0; i < 3000; ++i) {
+    if (Metric(Send(port(), http::verb::get, "/metrics").body, "kvtier_serve_requests_running") >
+        0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_EQ(server_->Stop(), 0) << server_->output();
   started_ = false;
+  client.join();
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json j = Json::parse(reply.body);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 200);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
 }
 
 }  // namespace

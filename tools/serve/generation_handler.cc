@@ -188,6 +188,7 @@ asio::awaitable<bool> HandleGeneration(ServeContext& ctx, std::shared_ptr<Connec
     error = ModelNotFound(request.model, ctx.model_name);
   Job job;
   if (!error) error = PrepareJob(ctx, request, &job);
+  if (!error && ctx.draining.load()) error = Unavailable();
   if (!error && ctx.in_flight.fetch_add(1) >= ctx.max_concurrent) {
     ctx.in_flight.fetch_sub(1);
     error = MakeError(

@@ -13,7 +13,9 @@
 namespace kvtier::serve {
 namespace {
 
-constexpr auto kShutdownGrace = std::chrono::milliseconds(500);
+constexpr auto kShutdownGrace = std::chrono::milliseconds(500);  // for the last answers
+constexpr auto kDrainPoll = std::chrono::milliseconds(20);
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 
 }  // namespace
 
@@ -27,8 +29,10 @@ struct HttpServer::Impl {
           asio::make_strand(io), asio::redirect_error(asio::use_awaitable, ec));
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
       if (ec) {
-        // Out of descriptors and the like: say so and go on (the next accept may succeed).
+        // Out of descriptors and the like: say so, wait a little and go on.
         KVTIER_LOG(kWarn, "serve", "accept failed: {}", ec.message());
+        asio::steady_timer pause(io, kAcceptRetry);
+        co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         continue;
       }
       const asio::any_io_executor ex = socket.get_executor();
@@ -36,13 +40,42 @@ struct HttpServer::Impl {
     }
   }
 
+  void WaitForSignal() {
+    signals.async_wait([this](const beast::error_code& ec, int signal) {
+      if (!ec) OnSignal(signal);
+    });
+  }
+
+  // The first signal drains, a second one stops at once.
   void OnSignal(int signal) {
-    KVTIER_LOG(kInfo, "serve", "signal {}: stopping", signal);
+    if (draining) {
+      KVTIER_LOG(kInfo, "serve", "signal {} again: stopping now", signal);
+      ctx.worker->Stop();
+      io.stop();
+      return;
+    }
+    draining = true;
+    KVTIER_LOG(kInfo, "serve", "signal {}: draining {} requests (at most {} s), then stopping",
+               signal, ctx.in_flight.load(), drain_timeout.count());
     beast::error_code ignored;
     acceptor.close(ignored);
+    ctx.draining = true;
+    WaitForSignal();
+    asio::co_spawn(io, Drain(), asio::detached);
+  }
+
+  // Lets the requests in flight finish (new ones get 503), then cancels what is left.
+  asio::awaitable<void> Drain() {
+    const auto deadline = std::chrono::steady_clock::now() + drain_timeout;
+    beast::error_code ec;
+    while (ctx.in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+      grace.expires_after(kDrainPoll);
+      co_await grace.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
     ctx.worker->Stop();
     grace.expires_after(kShutdownGrace);
-    grace.async_wait([this](const beast::error_code&) { io.stop(); });
+    co_await grace.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    io.stop();
   }
 
   ServeContext& ctx;
@@ -50,6 +83,8 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor;
   asio::signal_set signals;
   asio::steady_timer grace;
+  std::chrono::seconds drain_timeout{30};
+  bool draining = false;  // in the signal handler and Drain only (one thread at a time: see Run)
 };
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -80,11 +115,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(ServeContext& ctx
 
 uint16_t HttpServer::port() const { return impl_->acceptor.local_endpoint().port(); }
 
-void HttpServer::Run(int threads) {
+void HttpServer::Run(int threads, std::chrono::seconds drain_timeout) {
+  impl_->drain_timeout = drain_timeout;
   Impl& s = *impl_;
-  s.signals.async_wait([&s](const beast::error_code& ec, int signal) {
-    if (!ec) s.OnSignal(signal);
-  });
+  s.WaitForSignal();
   asio::co_spawn(s.io, s.Accept(), asio::detached);
   std::vector<std::thread> pool;
   for (int i = 1; i < threads; ++i) pool.emplace_back([&s] { s.io.run(); });

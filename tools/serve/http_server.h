@@ -1,12 +1,14 @@
 // The listening side of `kvtier serve`: a TCP acceptor on Asio, one coroutine per connection
 // (http_session.h) on a strand of its own, a few I/O threads, and SIGINT/SIGTERM handling: on the
-// first signal the acceptor closes, the engine worker stops (cancelling every request: streams
-// end, waiting non-streaming requests get 503), and after a short grace for those answers the I/O
-// threads return.
+// first signal the acceptor closes and new generation requests get 503 while those in flight run
+// to their end, for at most the drain timeout; then the engine worker stops (cancelling what is
+// left: streams end, non-streaming requests get 503) and after a short grace for those answers the
+// I/O threads return. A second signal stops at once.
 //
 // Thread-safety: Create and Run from one thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,8 +29,9 @@ class HttpServer {
   // The port bound (the one chosen when 0 was asked for).
   uint16_t port() const;
 
-  // Serves on `threads` I/O threads until SIGINT or SIGTERM; then stops as described above.
-  void Run(int threads);
+  // Serves on `threads` I/O threads until SIGINT or SIGTERM; then drains and stops as described
+  // above.
+  void Run(int threads, std::chrono::seconds drain_timeout);
 
  private:
   struct Impl;

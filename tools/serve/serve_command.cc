@@ -133,7 +133,7 @@ absl::Status Serve(const ServeFlags& f) {
               std::string(engine::ArchitectureName(config.architecture)).c_str(),
               m.gpu ? "gpu" : "cpu", static_cast<long long>(max_model_len));
   std::fflush(stdout);
-  server->Run(f.http_threads);
+  server->Run(f.http_threads, std::chrono::seconds(f.drain_timeout_s));
   worker.Stop();
   return absl::OkStatus();
 }

@@ -34,6 +34,7 @@ struct ServeContext {
   int64_t created = 0;  // Unix seconds at start, for /v1/models
 
   std::atomic<int32_t> in_flight{0};  // generation requests admitted and not yet answered
+  std::atomic<bool> draining{false};  // shutting down: new generation requests get 503
   std::atomic<uint64_t> next_id{1};   // response ids
 };
 

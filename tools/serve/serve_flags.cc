@@ -50,6 +50,11 @@ void AddServeFlags(CLI::App* cmd, ServeFlags* f) {
                   "before it is closed; generation itself has no limit")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  cmd->add_option("--drain-timeout", f->drain_timeout_s,
+                  "On SIGINT/SIGTERM, seconds the requests in flight may take to finish before "
+                  "they are cancelled")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
   cmd->add_option("--http-threads", f->http_threads, "I/O threads for HTTP")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();

@@ -27,7 +27,9 @@ struct ServeFlags {
   bool no_prefix_caching = false;
   int64_t max_body_bytes = 8 << 20;
   int32_t http_threads = 2;
-  int32_t idle_timeout_s = 60;  // reading a request or writing a response; not a generation
+  int32_t idle_timeout_s = 60;
+  int32_t drain_timeout_s = 30;  // SIGTERM: how long requests in flight may take to finish  //
+                                 // reading a request or writing a response; not a generation
 };
 
 // Adds the flags to `cmd`; CLI11 checks ranges (exit code 2 naming the flag).
