@@ -22,6 +22,7 @@
 #include "engine/llm_engine.h"
 #include "engine/stream_decoder.h"
 #include "engine/tokenizer.h"
+#include "tests/daemon/kvtierd_process.h"
 #include "tests/tools/serve_test_util.h"
 
 namespace kvtier::serve_test {
@@ -513,6 +514,41 @@ TEST_F(ServeTest, RequestsPastMaxConcurrentGet429) {
   WaitEnded(ended + kMaxConcurrent);
   // The slots come back.
   EXPECT_EQ(Post(port(), "/v1/completions", Completion("Room again", 2).dump()).status, 200);
+}
+
+// --daemon: the KV cache lives in kvtierd's T1 (engine/daemon_kv_blocks.h), so a server started
+// again finds the prompt's blocks the first one computed, and answers with the same text.
+TEST_F(ServeTest, WithADaemonARestartedServerFindsThePromptInKvtierd) {
+  auto model = engine::CpuModel::Load(model_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto slot_bytes = (*model)->KvGeometry(16).slot_elems() * sizeof(float);
+  kvtier::testing::TempDir dir;
+  auto daemon = kvtier::testing::KvtierdProcess::Start(
+      dir.path(), {"--t1.capacity_bytes", "8MiB", "--t1.slot_bytes", std::to_string(slot_bytes),
+                   "--t1.touch_threads", "1", "--t1.huge_pages", "off", "--t2.enabled", "false"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  std::string prompt = "A shared prefix that kvtierd keeps for the next server:";
+  for (int i = 0; i < 6; ++i) prompt += " the same words once more,";
+  std::string text[2];
+  int64_t cached[2] = {-1, -1}, prompt_tokens = 0;
+  for (int run = 0; run < 2; ++run) {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(
+        Binary(), {"serve", "--model", model_, "--device", "cpu", "--port", "0",
+                   "--served-model-name", kModelName, "--daemon", (*daemon)->socket_path()}))
+        << server.output();
+    const Reply r = Post(server.port(), "/v1/completions", Completion(prompt, 4).dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json j = Json::parse(r.body);
+    text[run] = j["choices"][0]["text"];
+    cached[run] = j["usage"]["prompt_tokens_details"]["cached_tokens"];
+    prompt_tokens = j["usage"]["prompt_tokens"];
+    EXPECT_EQ(server.Stop(), 0) << server.output();
+  }
+  EXPECT_EQ(cached[0], 0);
+  EXPECT_GE(cached[1], prompt_tokens - 16);  // every full block but the last token's
+  EXPECT_GT(cached[1], 0);
+  EXPECT_EQ(text[0], text[1]);
 }
 
 TEST(ServeCliErrorsTest, MissingModelDirectoryIsNamedAndExits1) {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "common/log.h"
@@ -113,6 +115,8 @@ void EngineWorker::StepOnce() {
   metrics_.SetQueues(engine_->scheduler().num_running(), engine_->scheduler().num_waiting());
   for (const engine::StepOutput::Token& t : out->tokens) OnToken(t.id, t.token);
   for (const engine::RequestOutput& r : out->finished) OnFinished(r);
+  // kvtierd's tier had no room for anything this step (--daemon): let it evict, then step again.
+  if (out->waiting_for_room) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void EngineWorker::OnToken(uint64_t id, int32_t token) {

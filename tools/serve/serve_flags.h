@@ -25,6 +25,7 @@ struct ServeFlags {
   int32_t kv_blocks = 0;          // 0: enough for min(max_concurrent, max_running) full contexts,
                                   // at most 4096 blocks (at least one full context)
   bool no_prefix_caching = false;
+  std::string daemon;  // kvtierd's socket: the KV lives in its T1 (CPU backend); "": a private pool
   int64_t max_body_bytes = 8 << 20;
   int32_t http_threads = 2;
   int32_t idle_timeout_s = 60;
