@@ -116,9 +116,29 @@ class DaemonKvBlocksTest : public ::testing::Test {
     return engine.ok() ? RunAll(**engine, prompts, max_tokens) : std::vector<RequestOutput>{};
   }
 
+  // Five requests of 30 to 42 tokens and 40 new ones on kvtierd's slots (client_, engine_,
+  // blocks_), each giving the tokens it gives on a private pool.
+  void RunFiveAgainstAPrivatePool(const std::string& client_name, int32_t seed) {
+    std::vector<std::vector<int32_t>> prompts;
+    for (int32_t s = 0; s < 5; ++s) prompts.push_back(Prompt(30 + 3 * s, seed + s));
+    const std::vector<RequestOutput> want = Local(prompts, 40);
+    client_ = Connect(client_name);
+    ASSERT_NE(client_, nullptr);
+    engine_ = DaemonEngine(*client_, &blocks_);
+    ASSERT_NE(engine_, nullptr);
+    const std::vector<RequestOutput> got = RunAll(*engine_, prompts, 40);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    }
+    EXPECT_TRUE(blocks_->status().ok()) << blocks_->status();
+  }
+
   testing::TempDir dir_;
   std::unique_ptr<KvtierdProcess> daemon_;
   std::unique_ptr<CpuModel> model_;
+  std::unique_ptr<client::Client> client_;  // declared before engine_: outlives it
+  std::unique_ptr<LlmEngine> engine_;
+  DaemonKvBlocks* blocks_ = nullptr;  // engine_'s
 };
 
 TEST_F(DaemonKvBlocksTest, TokensEqualAPrivatePoolsAndAnotherEngineHitsThePublishedBlocks) {
@@ -157,42 +177,18 @@ TEST_F(DaemonKvBlocksTest, TokensEqualAPrivatePoolsAndAnotherEngineHitsThePublis
 
 TEST_F(DaemonKvBlocksTest, AWorkingSlotQuotaTooSmallForAllAtOnceChangesNoToken) {
   StartDaemon("6");  // one request's prompt (4 blocks) and a little more, at a time
-  std::vector<std::vector<int32_t>> prompts;
-  for (int32_t s = 0; s < 5; ++s) prompts.push_back(Prompt(30 + 3 * s, 10 + s));
-  const std::vector<RequestOutput> want = Local(prompts, 40);
-  auto c = Connect("engine-small-quota");
-  ASSERT_NE(c, nullptr);
-  DaemonKvBlocks* blocks = nullptr;
-  auto engine = DaemonEngine(*c, &blocks);
-  ASSERT_NE(engine, nullptr);
-  const std::vector<RequestOutput> got = RunAll(*engine, prompts, 40);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
-  }
-  EXPECT_TRUE(blocks->status().ok()) << blocks->status();
-  EXPECT_LE(blocks->free_slots(), 6);
+  ASSERT_NO_FATAL_FAILURE(RunFiveAgainstAPrivatePool("engine-small-quota", 10));
+  EXPECT_LE(blocks_->free_slots(), 6);
   // The quota held them back: alone on a private pool the five run side by side (~40 steps).
-  EXPECT_GT(engine->scheduler().stats().steps, 60);
+  EXPECT_GT(engine_->scheduler().stats().steps, 60);
 }
 
 TEST_F(DaemonKvBlocksTest, AT1TooSmallForAllAtOncePreemptsAndChangesNoToken) {
   StartDaemon("256", "96KiB");  // 24 slots; the five requests need about 45 blocks in all
-  std::vector<std::vector<int32_t>> prompts;
-  for (int32_t s = 0; s < 5; ++s) prompts.push_back(Prompt(30 + 3 * s, 20 + s));
-  const std::vector<RequestOutput> want = Local(prompts, 40);
-  auto c = Connect("engine-small-t1");
-  ASSERT_NE(c, nullptr);
-  DaemonKvBlocks* blocks = nullptr;
-  auto engine = DaemonEngine(*c, &blocks);
-  ASSERT_NE(engine, nullptr);
-  const std::vector<RequestOutput> got = RunAll(*engine, prompts, 40);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
-  }
-  EXPECT_TRUE(blocks->status().ok()) << blocks->status();
+  ASSERT_NO_FATAL_FAILURE(RunFiveAgainstAPrivatePool("engine-small-t1", 20));
   // Running sequences gave way (their published blocks left to the daemon), and came back.
-  EXPECT_GT(engine->scheduler().stats().preemptions, 0);
-  EXPECT_GT(blocks->stats().published, 40);
+  EXPECT_GT(engine_->scheduler().stats().preemptions, 0);
+  EXPECT_GT(blocks_->stats().published, 40);
 }
 
 TEST_F(DaemonKvBlocksTest, SlotsOfAnotherSizeAreRefusedNamingTheFlag) {
