@@ -147,6 +147,7 @@ void LlmEngine::CollectFinished(StepOutput& out) {
                             .finish_reason = seq->finish_reason(),
                             .prompt_tokens = seq->num_prompt_tokens(),
                             .cached_tokens = seq->cached_tokens(),
+                            .prompt_cached_tokens = seq->prompt_cached_tokens(),
                             .model_tokens = seq->model_tokens(),
                             .preemptions = seq->preemptions()});
   }

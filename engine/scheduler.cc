@@ -85,6 +85,7 @@ bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
   const int64_t n = std::min(seq.num_tokens() - start, budget);
   if (!blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) return false;
   blocks_.Admit(seq, cached, start + n);
+  if (seq.preemptions() == 0) seq.set_prompt_cached_tokens(start);  // its first admission
   stats_.cached_tokens += start;
   seq.set_status(SequenceStatus::kRunning);
   running_.push_back(std::move(waiting_.front()));

@@ -67,6 +67,9 @@ class Sequence {
   // Statistics over the sequence's life: tokens taken from the prefix cache at admissions, tokens
   // run through the model (recomputation after preemption included), and preemptions.
   int64_t cached_tokens() const { return cached_tokens_; }
+  // Of those, the ones taken at the first admission: the prompt tokens the cache saved this
+  // request (what an OpenAI client's usage.prompt_tokens_details.cached_tokens means).
+  int64_t prompt_cached_tokens() const { return prompt_cached_tokens_; }
   int64_t model_tokens() const { return model_tokens_; }
   int32_t preemptions() const { return preemptions_; }
 
@@ -96,6 +99,8 @@ class Sequence {
   // Blocks released (preemption): nothing is in the pool any more.
   void ResetComputed() { num_computed_tokens_ = 0; }
   void CountPreemption() { ++preemptions_; }
+  // The scheduler admitted the sequence for the first time with `n` tokens from the cache.
+  void set_prompt_cached_tokens(int64_t n) { prompt_cached_tokens_ = n; }
 
  private:
   uint64_t id_;
@@ -108,6 +113,7 @@ class Sequence {
   std::vector<int32_t> block_table_;  // slot of block j
   std::vector<BlockKey> block_keys_;  // keys of the first full blocks, filled by BlockKeyAt
   int64_t cached_tokens_ = 0;
+  int64_t prompt_cached_tokens_ = 0;
   int64_t model_tokens_ = 0;
   int32_t preemptions_ = 0;
 };

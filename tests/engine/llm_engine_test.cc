@@ -125,6 +125,9 @@ TEST_P(LlmEngineTest, PreemptedRequestsResumeWithTheSameTokens) {
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(out[i].tokens, Alone(*model, requests[i])) << "request " << i;
     preemptions += out[i].preemptions;
+    // Resuming from the cache is not the prompt's saving: only the first admission counts.
+    EXPECT_LT(out[i].prompt_cached_tokens, out[i].prompt_tokens) << "request " << i;
+    EXPECT_LE(out[i].prompt_cached_tokens, out[i].cached_tokens) << "request " << i;
   }
   EXPECT_GT(preemptions, 0);
   EXPECT_EQ(engine->scheduler().stats().preemptions, preemptions);
@@ -143,6 +146,7 @@ TEST_P(LlmEngineTest, SharedPrefixIsTakenFromTheCache) {
   const std::vector<RequestOutput> b = RunAll(*engine, {second});
   EXPECT_EQ(a[0].cached_tokens, 0);
   EXPECT_EQ(b[0].cached_tokens, 20);
+  EXPECT_EQ(b[0].prompt_cached_tokens, 20);
   EXPECT_EQ(b[0].model_tokens, 25 - 20 + 6);  // the rest of the prompt, then 6 decodes
   EXPECT_EQ(b[0].tokens, Alone(*model, second));
   EXPECT_EQ(a[0].tokens, Alone(*model, first));

@@ -144,7 +144,7 @@ void EngineWorker::OnFinished(const engine::RequestOutput& out) {
   Active a = std::move(it->second);
   active_.erase(it);
   by_channel_.erase(a.channel.get());
-  const int64_t cached = std::min(out.cached_tokens, out.prompt_tokens);
+  const int64_t cached = out.prompt_cached_tokens;
   if (out.finish_reason == engine::FinishReason::kCancelled && !a.stopped) {
     metrics_.OnRequestDone(Outcome::kCancelled, out.prompt_tokens, cached, a.tokens,
                            out.preemptions);
