@@ -93,7 +93,9 @@ class ServeTest : public ::testing::Test {
     started_ = server_->Start(Binary(), {"serve", "--model", model_, "--device", "cpu", "--port",
                                          "0", "--served-model-name", kModelName, "--max-concurrent",
                                          std::to_string(kMaxConcurrent), "--max-body-bytes",
-                                         "65536", "--idle-timeout", "2"});
+                                         "65536", "--idle-timeout", "2",
+                                         // generous: a drain must not race a slow (ASan) run
+                                         "--drain-timeout", "600"});
   }
 
   static void TearDownTestSuite() {
