@@ -16,6 +16,22 @@ constexpr size_t kMaxPerCall = 1024;  // the protocol's items per request
 
 BlockCode CodeOf(const BlockResult& r) { return static_cast<BlockCode>(r.code); }
 
+// T1's slot count, when its slots are exactly `slot_bytes` (the engine indexes slot * slot_bytes).
+absl::StatusOr<int32_t> T1Slots(const client::Client& client, uint64_t slot_bytes) {
+  if (client.slot_bytes() != slot_bytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "engine KV in kvtierd: T1's slots are {} bytes, the engine's blocks {}: start kvtierd with "
+        "--t1.slot_bytes {} to attend in place",
+        client.slot_bytes(), slot_bytes, slot_bytes));
+  }
+  const uint64_t slots = client.t1_bytes() / slot_bytes;
+  if (slots < 1 || slots > static_cast<uint64_t>(INT32_MAX)) {
+    return absl::InvalidArgumentError(
+        fmt::format("engine KV in kvtierd: T1 holds {} slots of {} bytes", slots, slot_bytes));
+  }
+  return static_cast<int32_t>(slots);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonKvBlocks>> DaemonKvBlocks::Create(
@@ -29,31 +45,16 @@ absl::StatusOr<std::unique_ptr<DaemonKvBlocks>> DaemonKvBlocks::Create(
     return absl::InvalidArgumentError(
         fmt::format("engine KV in kvtierd: block_tokens {} < 1", block_tokens));
   }
-  if (client->slot_bytes() != slot_bytes) {
-    return absl::InvalidArgumentError(fmt::format(
-        "engine KV in kvtierd: T1's slots are {} bytes, the engine's blocks {}: start kvtierd with "
-        "--t1.slot_bytes {} to attend in place",
-        client->slot_bytes(), slot_bytes, slot_bytes));
-  }
-  const uint64_t slots = client->t1_bytes() / slot_bytes;
-  if (slots < 1 || slots > static_cast<uint64_t>(INT32_MAX)) {
-    return absl::InvalidArgumentError(
-        fmt::format("engine KV in kvtierd: T1 holds {} slots of {} bytes", slots, slot_bytes));
-  }
+  KVTIER_ASSIGN_OR_RETURN(const int32_t slots, T1Slots(*client, slot_bytes));
   return std::unique_ptr<DaemonKvBlocks>(
-      new DaemonKvBlocks(client, block_tokens, slot_bytes, static_cast<int32_t>(slots), options));
+      new DaemonKvBlocks(client, block_tokens, slot_bytes, slots, options));
 }
 
 absl::StatusOr<CpuKvPool> DaemonKvBlocks::CpuPool(client::Client* client,
                                                   const ops::PagedKvGeometry& geometry) {
-  const uint64_t bytes = static_cast<uint64_t>(geometry.slot_elems()) * sizeof(float);
-  if (client->slot_bytes() != bytes || client->t1_bytes() / bytes < 1) {
-    return absl::InvalidArgumentError(
-        fmt::format("engine KV in kvtierd: T1's slots are {} bytes, the engine's fp32 blocks {}",
-                    client->slot_bytes(), bytes));
-  }
-  const auto slots = static_cast<int32_t>(
-      std::min<uint64_t>(client->t1_bytes() / bytes, static_cast<uint64_t>(INT32_MAX)));
+  KVTIER_ASSIGN_OR_RETURN(
+      const int32_t slots,
+      T1Slots(*client, static_cast<uint64_t>(geometry.slot_elems()) * sizeof(float)));
   return CpuKvPool(geometry, slots, reinterpret_cast<float*>(client->t1_base()));
 }
 
