@@ -303,6 +303,29 @@ TEST_F(ServeTest, CompletionStreamFramesEveryEventAndEndsWithDone) {
   EXPECT_EQ(text, expected);
 }
 
+// Every stream ends, however the engine's tokens and the session's writes interleave: a token
+// that arrives while the session is writing must wake it afterwards (a wake-up lost there left a
+// stream waiting forever, about one run in 25 of this suite under load).
+TEST_F(ServeTest, ManyBackToBackStreamsAllEnd) {
+  WaitIdle();
+  std::vector<std::thread> clients;
+  std::vector<std::string> problems(kMaxConcurrent);
+  for (int c = 0; c < kMaxConcurrent; ++c) {
+    clients.emplace_back([c, &problems] {
+      for (int i = 0; i < 40 && problems[c].empty(); ++i) {
+        const Json body = Completion("Stream " + std::to_string(c) + "." + std::to_string(i), 12,
+                                     {{"stream", true}});
+        const Reply r = Post(port(), "/v1/completions", body.dump());
+        if (r.status != 200 || Events(r.body).empty() || Events(r.body).back() != "[DONE]")
+          problems[c] =
+              "request " + std::to_string(i) + ": " + std::to_string(r.status) + " " + r.body;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (const std::string& p : problems) EXPECT_EQ(p, "");
+}
+
 // The first UTF-8 character of s, and the last.
 std::string FirstChar(const std::string& s) {
   const auto c = static_cast<unsigned char>(s[0]);

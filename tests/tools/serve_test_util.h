@@ -3,6 +3,8 @@
 // (RawStream keeps one open to read a stream part-way and then drop it).
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,13 +100,17 @@ struct Reply {
   std::string content_type, allow, transfer_encoding;
 };
 
-// One request on a new connection; the whole response (a chunked one de-chunked).
+// One request on a new connection; the whole response (a chunked one de-chunked). A server that
+// sends nothing for 60 s gives status 0 and a body that says so (not a test hung until ctest's
+// timeout).
 inline Reply Send(uint16_t port, http::verb method, const std::string& target,
                   const std::string& body = "",
                   const std::string& content_type = "application/json") {
   asio::io_context io;
   tcp::socket socket(io);
   socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  const timeval limit{.tv_sec = 60, .tv_usec = 0};
+  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
   http::request<http::string_body> req{method, target, 11};
   req.set(http::field::host, "127.0.0.1");
   if (!body.empty() || method == http::verb::post) {
@@ -116,9 +122,14 @@ inline Reply Send(uint16_t port, http::verb method, const std::string& target,
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 << 20);
-  http::read(socket, buffer, parser);
-  const auto& res = parser.get();
+  beast::error_code ec;
+  http::read(socket, buffer, parser, ec);
   Reply r;
+  if (ec) {
+    r.body = "no whole reply to " + std::string(target) + ": " + ec.message();
+    return r;
+  }
+  const auto& res = parser.get();
   r.status = static_cast<int>(res.result_int());
   r.body = res.body();
   r.content_type = std::string(res[http::field::content_type]);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <utility>
 
 #include "common/log.h"
 #include "tools/serve/generation_job.h"
@@ -13,14 +14,27 @@ namespace {
 
 using Timer = asio::steady_timer;
 
-// Wakes the session: the engine thread (through the channel) and the watcher cancel the timer the
-// session waits on. The cancel is posted to the session's strand, so it runs either before the
-// session looks at the channel or while it waits: a wake-up is never lost.
+// Wakes the session: the engine thread (through the channel) and the watcher call Wake on the
+// session's strand. A wake-up that comes while the session is not waiting (it is writing, say) is
+// remembered in `signalled`, so the next Wait returns at once: a wake-up is never lost. (A bare
+// timer.cancel() is: it cancels only a wait already pending.)
 struct Waker {
   explicit Waker(const asio::any_io_executor& ex) : timer(ex) {
     timer.expires_at(Timer::time_point::max());
   }
+  void Wake() {
+    signalled = true;
+    timer.cancel();
+  }
+  asio::awaitable<void> Wait() {
+    if (!signalled) {
+      beast::error_code ec;
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    signalled = false;
+  }
   Timer timer;
+  bool signalled = false;
 };
 
 // The socket watcher's findings.
@@ -40,14 +54,23 @@ asio::awaitable<void> WatchSocket(std::shared_ptr<Connection> conn, std::shared_
     watch->closed = true;
   }
   watch->done = true;
-  waker->timer.cancel();
+  waker->Wake();
 }
 
-// Releases the --max-concurrent slot when the request is answered.
-struct InFlight {
-  explicit InFlight(ServeContext& c) : ctx(c) {}
-  ~InFlight() { ctx.in_flight.fetch_sub(1); }
-  ServeContext& ctx;
+// Holds a --max-concurrent slot from admission until the request leaves the engine (Release, at
+// the latest when destroyed): the slot is free before the last bytes of the answer go out, so a
+// client that sends its next request on reading them is not refused.
+class InFlight {
+ public:
+  explicit InFlight(ServeContext& c) : ctx_(c) {}
+  ~InFlight() { Release(); }
+  void Release() {
+    if (std::exchange(held_, false)) ctx_.in_flight.fetch_sub(1);
+  }
+
+ private:
+  ServeContext& ctx_;
+  bool held_ = true;
 };
 
 ApiError EngineError(const absl::Status& s) {
@@ -148,32 +171,28 @@ ResponseHead Head(ServeContext& ctx, const ApiRequest& r) {
 
 // Runs the admitted job; false when the connection ends.
 asio::awaitable<bool> Run(ServeContext& ctx, std::shared_ptr<Connection> conn, Job job,
-                          Responder& responder) {
+                          Responder& responder, InFlight& slot) {
   const asio::any_io_executor ex = co_await asio::this_coro::executor;
   auto waker = std::make_shared<Waker>(ex);
   auto watch = std::make_shared<Watch>();
-  auto channel = std::make_shared<RequestChannel>(
-      [ex, waker] { asio::post(ex, [waker] { waker->timer.cancel(); }); });
+  auto channel =
+      std::make_shared<RequestChannel>([ex, waker] { asio::post(ex, [waker] { waker->Wake(); }); });
   job.channel = channel;
   ctx.worker->Submit(std::move(job));
   asio::co_spawn(ex, WatchSocket(conn, watch, waker), asio::detached);
   bool ok = true, ended = false;
   while (ok && !ended) {
-    ok = co_await responder.Write(channel->Take(), &ended);
+    const RequestChannel::Taken taken = channel->Take();
+    if (taken.ended()) slot.Release();
+    ok = co_await responder.Write(taken, &ended);
     if (!ok || ended) break;
     if (watch->closed) ok = false;
-    if (ok) {
-      beast::error_code ec;
-      co_await waker->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
+    if (ok) co_await waker->Wait();
   }
   if (!ended) ctx.worker->Cancel(channel);  // the client left or a write failed
   if (!watch->done) {
     conn->stream.cancel();
-    while (!watch->done) {
-      beast::error_code ec;
-      co_await waker->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
+    while (!watch->done) co_await waker->Wait();
   }
   co_return ok && !watch->closed;
 }
@@ -205,7 +224,7 @@ asio::awaitable<bool> HandleGeneration(ServeContext& ctx, std::shared_ptr<Connec
   }
   InFlight slot(ctx);
   Responder responder(*conn, Head(ctx, request), request.stream, keep_alive);
-  co_return co_await Run(ctx, conn, std::move(job), responder) && keep_alive;
+  co_return co_await Run(ctx, conn, std::move(job), responder, slot) && keep_alive;
 }
 
 }  // namespace kvtier::serve
