@@ -32,20 +32,53 @@ absl::StatusOr<int32_t> T1Slots(const client::Client& client, uint64_t slot_byte
   return static_cast<int32_t>(slots);
 }
 
+// T0's slot count, when its slots are exactly `slot_bytes`.
+absl::StatusOr<int32_t> T0Slots(const client::Client& client, uint64_t slot_bytes) {
+  const std::optional<client::T0Info> t0 = client.t0();
+  if (!t0.has_value()) {
+    return absl::FailedPreconditionError(
+        "engine KV in kvtierd's T0: the daemon has no T0 (start it with --t0.capacity_bytes on "
+        "this GPU)");
+  }
+  if (t0->slot_bytes != slot_bytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "engine KV in kvtierd: T0's slots are {} bytes, the engine's blocks {}: start kvtierd with "
+        "--t0.slot_bytes {} to attend in place",
+        t0->slot_bytes, slot_bytes, slot_bytes));
+  }
+  if (t0->slots < 1 || t0->slots > static_cast<uint32_t>(INT32_MAX)) {
+    return absl::InvalidArgumentError(
+        fmt::format("engine KV in kvtierd: T0 holds {} slots of {} bytes", t0->slots, slot_bytes));
+  }
+  return static_cast<int32_t>(t0->slots);
+}
+
+// The tier a lookup found a block in (the highest of several).
+CacheSource SourceOf(TierMask tiers) {
+  if (tiers & TierBit(Tier::kT0)) return CacheSource::kT0;
+  if (tiers & TierBit(Tier::kT1)) return CacheSource::kT1;
+  return CacheSource::kT2;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonKvBlocks>> DaemonKvBlocks::Create(
     client::Client* client, int64_t block_tokens, uint64_t slot_bytes,
     const DaemonKvBlocksOptions& options) {
-  if (options.tier != Tier::kT1) {
-    return absl::FailedPreconditionError(
-        "engine KV in kvtierd: only T1 for now (T0 needs the GPU checksum at publish)");
+  if (options.tier != Tier::kT1 && options.tier != Tier::kT0) {
+    return absl::InvalidArgumentError("engine KV in kvtierd: the pool is T0 or T1");
+  }
+  if (options.tier == Tier::kT0 && !options.checksum) {
+    return absl::InvalidArgumentError(
+        "engine KV in kvtierd's T0: no checksum function (the GPU hashes what it publishes)");
   }
   if (block_tokens < 1) {
     return absl::InvalidArgumentError(
         fmt::format("engine KV in kvtierd: block_tokens {} < 1", block_tokens));
   }
-  KVTIER_ASSIGN_OR_RETURN(const int32_t slots, T1Slots(*client, slot_bytes));
+  KVTIER_ASSIGN_OR_RETURN(const int32_t slots, options.tier == Tier::kT0
+                                                   ? T0Slots(*client, slot_bytes)
+                                                   : T1Slots(*client, slot_bytes));
   return std::unique_ptr<DaemonKvBlocks>(
       new DaemonKvBlocks(client, block_tokens, slot_bytes, slots, options));
 }
@@ -118,6 +151,7 @@ void DaemonKvBlocks::DropPending(uint64_t id) {
   ReleaseKeys(std::vector<BlockKey>(
       st.keys.begin(), st.keys.begin() + static_cast<ptrdiff_t>(st.pending_slots.size())));
   st.pending_slots.clear();
+  st.pending_from.clear();
 }
 
 int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
@@ -151,6 +185,7 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   while (run < got->size() && CodeOf((*got)[run]) == BlockCode::kOk &&
          (*got)[run].payload_bytes == slot_bytes_) {
     st.pending_slots.push_back((*got)[run].slot);
+    st.pending_from.push_back(SourceOf(where->tiers[run]));
     ++run;
   }
   std::vector<BlockKey> unused;  // leased past the first gap: not usable as a prefix
@@ -199,15 +234,17 @@ void DaemonKvBlocks::Admit(Sequence& seq, int64_t cached, int64_t end) {
     if (static_cast<int64_t>(i) < cached) {
       table.push_back(static_cast<int32_t>(st.pending_slots[i]));
       st.holds.push_back(Hold::kLeased);
+      seq.AddCachedTokens(block_tokens_, st.pending_from[i]);
+      ++stats_.attached_from[static_cast<size_t>(st.pending_from[i])];
     } else {
       unused.push_back(st.keys[i]);
     }
   }
   st.pending_slots.clear();
+  st.pending_from.clear();
   if (pending_owner_ == seq.id()) pending_owner_ = 0;
   ReleaseKeys(unused);
   stats_.attached_blocks += cached;
-  seq.AddCachedTokens(cached * block_tokens_);
   Grow(seq, end);
 }
 
@@ -235,10 +272,18 @@ void DaemonKvBlocks::Commit(Sequence& seq, int64_t from) {
     if (i > 0) item.parent = st.keys[static_cast<size_t>(i - 1)];
     item.slot = slot;
     item.payload_bytes = static_cast<uint32_t>(slot_bytes_);
-    item.checksum = XXH3_64bits(client_->SlotData(slot), slot_bytes_);
     items.push_back(item);
     at.push_back(static_cast<size_t>(i));
   }
+  if (items.empty()) return;
+  std::vector<uint32_t> slots(items.size());
+  std::vector<uint64_t> sums(items.size());
+  for (size_t j = 0; j < items.size(); ++j) slots[j] = items[j].slot;
+  if (absl::Status s = Checksums(slots, sums); !s.ok()) {
+    Fail(s);
+    return;
+  }
+  for (size_t j = 0; j < items.size(); ++j) items[j].checksum = sums[j];
   for (size_t begin = 0; begin < items.size(); begin += kMaxPerCall) {
     const size_t n = std::min(kMaxPerCall, items.size() - begin);
     absl::StatusOr<std::vector<BlockCode>> codes =
@@ -256,6 +301,14 @@ void DaemonKvBlocks::Commit(Sequence& seq, int64_t from) {
       }
     }
   }
+}
+
+absl::Status DaemonKvBlocks::Checksums(std::span<const uint32_t> slots, std::span<uint64_t> sums) {
+  if (options_.checksum) return options_.checksum(slots, sums);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    sums[i] = XXH3_64bits(client_->SlotData(slots[i]), slot_bytes_);
+  }
+  return absl::OkStatus();
 }
 
 void DaemonKvBlocks::Release(Sequence& seq) {

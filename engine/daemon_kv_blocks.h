@@ -19,8 +19,10 @@
 // Keys are the client's (Client::KeysFor over the namespace the client connected with), so the
 // client's namespace must name this model, its KV dtype and block_tokens.
 //
-// Tier: T1 for the CPU backend (its pool is a view of T1: CpuPool). T0 (the GPU backend attending
-// in the daemon's GPU pool) needs the GPU checksum at publish: not yet (FailedPrecondition).
+// Tier: T1 for the CPU backend (its pool is a view of T1: CpuPool), T0 for the GPU backend (its
+// pool is a view of this process's mapping of T0: engine/daemon_t0.h), which hashes the blocks it
+// publishes on the GPU (options.checksum). The daemon promotes a T1 or T2 hit into the pool's tier
+// when the engine leases it.
 //
 // Errors: the "do it" calls cannot return one; the first daemon error is kept in status(), which
 // LlmEngine checks after each schedule. Thread-safety: not thread-safe; one owner (the
@@ -28,7 +30,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -38,27 +42,37 @@
 
 namespace kvtier::engine {
 
+// XXH3-64 of each of the pool's slots `slots` (all of slot_bytes) into sums[i], once the work
+// that wrote them is done.
+using SlotChecksums =
+    std::function<absl::Status(std::span<const uint32_t> slots, std::span<uint64_t> sums)>;
+
 struct DaemonKvBlocksOptions {
   Tier tier = Tier::kT1;
   int32_t reserve_max = 64;  // unpublished working slots kept for reuse, at most
+  // How Commit hashes the blocks it publishes. Empty: XXH3 on the CPU over the client's mapping
+  // of T1 (T1 only; T0 needs one).
+  SlotChecksums checksum;
 };
 
 // Counters, for tests, logs and the server's metrics.
 struct DaemonKvBlocksStats {
-  int64_t lookups = 0;          // prefix lookups sent
-  int64_t leased_blocks = 0;    // prefix blocks leased (attached or not)
-  int64_t attached_blocks = 0;  // prefix blocks admitted into a sequence
-  int64_t published = 0;        // working slots published as cached blocks
-  int64_t already_present = 0;  // publishes of a key the daemon had already
-  int64_t working_taken = 0;    // working slots taken from the daemon
-  int64_t working_freed = 0;    // working slots given back
+  int64_t lookups = 0;             // prefix lookups sent
+  int64_t leased_blocks = 0;       // prefix blocks leased (attached or not)
+  int64_t attached_blocks = 0;     // prefix blocks admitted into a sequence
+  CachedBySource attached_from{};  // of those, by the tier the lookup found them in (blocks)
+  int64_t published = 0;           // working slots published as cached blocks
+  int64_t already_present = 0;     // publishes of a key the daemon had already
+  int64_t working_taken = 0;       // working slots taken from the daemon
+  int64_t working_freed = 0;       // working slots given back
 };
 
 class DaemonKvBlocks final : public KvBlocks {
  public:
   // `slot_bytes`: one block's K/V bytes as the backend lays it out; the tier's slots must be
   // exactly that size (the pool is indexed slot * slot_bytes). InvalidArgument when they are not,
-  // or for block_tokens < 1; FailedPrecondition for T0.
+  // for block_tokens < 1, or for T0 without options.checksum; FailedPrecondition for T0 when the
+  // daemon has none.
   static absl::StatusOr<std::unique_ptr<DaemonKvBlocks>> Create(
       client::Client* client, int64_t block_tokens, uint64_t slot_bytes,
       const DaemonKvBlocksOptions& options = {});
@@ -92,7 +106,8 @@ class DaemonKvBlocks final : public KvBlocks {
   struct State {
     std::vector<BlockKey> keys;  // keys of the sequence's first full blocks (computed lazily)
     std::vector<Hold> holds;     // per block table entry
-    std::vector<uint32_t> pending_slots;  // prefix leased by CachedPrefixBlocks, not admitted
+    std::vector<uint32_t> pending_slots;    // prefix leased by CachedPrefixBlocks, not admitted
+    std::vector<CacheSource> pending_from;  // where the lookup found each of them
   };
   DaemonKvBlocks(client::Client* client, int64_t block_tokens, uint64_t slot_bytes,
                  int32_t num_slots, const DaemonKvBlocksOptions& options);
@@ -103,6 +118,8 @@ class DaemonKvBlocks final : public KvBlocks {
   // Gives back sequence id's leased prefix that no admission took.
   void DropPending(uint64_t id);
   void Fail(const absl::Status& s);
+  // XXH3-64 of the slots (options_.checksum, or the CPU over T1).
+  absl::Status Checksums(std::span<const uint32_t> slots, std::span<uint64_t> sums);
 
   client::Client* client_;
   int64_t block_tokens_;

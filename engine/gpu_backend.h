@@ -21,6 +21,10 @@ class GpuBackend : public ModelBackend {
   // the sampler's (out of memory; FailedPrecondition without a GPU backend).
   static absl::StatusOr<std::unique_ptr<GpuBackend>> Create(GpuModel& model, int64_t block_tokens,
                                                             int32_t num_slots);
+  // Over `pool` (GpuKvPool::View of the daemon's T0 with DaemonKvBlocks, say), whose geometry and
+  // dtype must be the model's (InvalidArgument naming both when they are not).
+  static absl::StatusOr<std::unique_ptr<GpuBackend>> Create(GpuModel& model,
+                                                            std::unique_ptr<GpuKvPool> pool);
 
   const ModelConfig& config() const override { return model_.config(); }
   int64_t block_tokens() const override { return pool_->geometry().block_tokens; }

@@ -23,6 +23,13 @@ class GpuKvPool {
   static absl::StatusOr<std::unique_ptr<GpuKvPool>> Create(const ops::PagedKvGeometry& geometry,
                                                            int32_t num_slots,
                                                            ops::gpu::DType dtype);
+  // A pool over device memory someone else owns and keeps alive longer than the pool (the
+  // daemon's T0 as this process maps it: GpuClient::T0SlotData(0)), slot s at
+  // data + s * slot_elems * 2 bytes. Nothing is zeroed or freed. InvalidArgument for non-positive
+  // sizes or a null `data`.
+  static absl::StatusOr<std::unique_ptr<GpuKvPool>> View(const ops::PagedKvGeometry& geometry,
+                                                         int32_t num_slots, ops::gpu::DType dtype,
+                                                         void* data);
   ~GpuKvPool();
   GpuKvPool(const GpuKvPool&) = delete;
   GpuKvPool& operator=(const GpuKvPool&) = delete;
@@ -41,12 +48,13 @@ class GpuKvPool {
 
  private:
   GpuKvPool(const ops::PagedKvGeometry& geometry, int32_t num_slots, ops::gpu::DType dtype,
-            void* data);
+            void* data, bool owned);
 
   ops::PagedKvGeometry geometry_;
   int32_t num_slots_;
   ops::gpu::DType dtype_;
   void* data_;
+  bool owned_;                 // Create's allocation (freed with the pool), not a View
   std::vector<int32_t> free_;  // a stack: the most recently freed slot is reused first
 };
 

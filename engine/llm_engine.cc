@@ -148,6 +148,7 @@ void LlmEngine::CollectFinished(StepOutput& out) {
                             .prompt_tokens = seq->num_prompt_tokens(),
                             .cached_tokens = seq->cached_tokens(),
                             .prompt_cached_tokens = seq->prompt_cached_tokens(),
+                            .prompt_cached_from = seq->prompt_cached_from(),
                             .model_tokens = seq->model_tokens(),
                             .preemptions = seq->preemptions()});
   }

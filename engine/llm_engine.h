@@ -37,9 +37,10 @@ struct RequestOutput {
   std::vector<int32_t> tokens;  // the output, the stop token included
   FinishReason finish_reason = FinishReason::kNone;
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;         // taken from the prefix cache (over every admission)
-  int64_t prompt_cached_tokens = 0;  // of those, at the first admission (<= prompt_tokens - 1)
-  int64_t model_tokens = 0;          // run through the model (recomputation included)
+  int64_t cached_tokens = 0;            // taken from the prefix cache (over every admission)
+  int64_t prompt_cached_tokens = 0;     // of those, at the first admission (<= prompt_tokens - 1)
+  CachedBySource prompt_cached_from{};  // prompt_cached_tokens by source (CacheSource)
+  int64_t model_tokens = 0;             // run through the model (recomputation included)
   int32_t preemptions = 0;
 };
 

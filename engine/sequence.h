@@ -14,6 +14,7 @@
 // Thread-safety: not thread-safe; owned by the scheduler, mutated by it and the block manager.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -32,6 +33,13 @@ struct RequestOptions {
 };
 
 enum class SequenceStatus { kWaiting, kRunning, kFinished };
+
+// Where cached prompt tokens came from: the engine's private prefix cache (BlockManager), or the
+// kvtierd tier the lookup found the block in (DaemonKvBlocks; the highest one when several hold
+// it; a T2 block is promoted before the engine reads it, but it is counted as a T2 hit).
+enum class CacheSource : uint8_t { kEngine = 0, kT0 = 1, kT1 = 2, kT2 = 3 };
+inline constexpr size_t kCacheSources = 4;
+using CachedBySource = std::array<int64_t, kCacheSources>;
 
 enum class FinishReason {
   kNone,       // not finished
@@ -70,6 +78,8 @@ class Sequence {
   // Of those, the ones taken at the first admission: the prompt tokens the cache saved this
   // request (what an OpenAI client's usage.prompt_tokens_details.cached_tokens means).
   int64_t prompt_cached_tokens() const { return prompt_cached_tokens_; }
+  // prompt_cached_tokens() by where the cache held them (indexed by CacheSource).
+  const CachedBySource& prompt_cached_from() const { return prompt_cached_from_; }
   int64_t model_tokens() const { return model_tokens_; }
   int32_t preemptions() const { return preemptions_; }
 
@@ -86,10 +96,11 @@ class Sequence {
   }
   void AppendToken(int32_t token) { tokens_.push_back(token); }
   std::vector<int32_t>& mutable_block_table() { return block_table_; }
-  // `n` tokens found in the prefix cache were attached (num_computed_tokens must be 0).
-  void AddCachedTokens(int64_t n) {
+  // `n` tokens found in the prefix cache, where `from` says, were attached.
+  void AddCachedTokens(int64_t n, CacheSource from = CacheSource::kEngine) {
     num_computed_tokens_ += n;
     cached_tokens_ += n;
+    admission_cached_from_[static_cast<size_t>(from)] += n;
   }
   // A step computed `n` more tokens.
   void AddComputedTokens(int64_t n) {
@@ -97,10 +108,16 @@ class Sequence {
     model_tokens_ += n;
   }
   // Blocks released (preemption): nothing is in the pool any more.
-  void ResetComputed() { num_computed_tokens_ = 0; }
+  void ResetComputed() {
+    num_computed_tokens_ = 0;
+    admission_cached_from_ = {};
+  }
   void CountPreemption() { ++preemptions_; }
   // The scheduler admitted the sequence for the first time with `n` tokens from the cache.
-  void set_prompt_cached_tokens(int64_t n) { prompt_cached_tokens_ = n; }
+  void set_prompt_cached_tokens(int64_t n) {
+    prompt_cached_tokens_ = n;
+    prompt_cached_from_ = admission_cached_from_;
+  }
 
  private:
   uint64_t id_;
@@ -114,6 +131,8 @@ class Sequence {
   std::vector<BlockKey> block_keys_;  // keys of the first full blocks, filled by BlockKeyAt
   int64_t cached_tokens_ = 0;
   int64_t prompt_cached_tokens_ = 0;
+  CachedBySource admission_cached_from_{};  // cached tokens of the current admission, by source
+  CachedBySource prompt_cached_from_{};
   int64_t model_tokens_ = 0;
   int32_t preemptions_ = 0;
 };

@@ -171,6 +171,9 @@ TEST_F(DaemonKvBlocksTest, TokensEqualAPrivatePoolsAndAnotherEngineHitsThePublis
   EXPECT_EQ(again[0].cached_tokens, 32);  // (37 - 1) / 8 full blocks: at least one token to run
   EXPECT_EQ(again[0].model_tokens, 37 - 32 + 11);
   EXPECT_EQ(blocks_b->stats().attached_blocks, 4);
+  // Found in T1 (this daemon has no T0), and said so per request.
+  EXPECT_EQ(blocks_b->stats().attached_from, (CachedBySource{0, 0, 4, 0}));
+  EXPECT_EQ(again[0].prompt_cached_from, (CachedBySource{0, 0, 32, 0}));
   EXPECT_EQ(blocks_b->stats().published, 0);  // its new blocks were engine A's already
   EXPECT_GT(blocks_b->stats().already_present, 0);
 }
@@ -199,8 +202,17 @@ TEST_F(DaemonKvBlocksTest, SlotsOfAnotherSizeAreRefusedNamingTheFlag) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(b.status().message().find("--t1.slot_bytes 8192"), std::string::npos) << b.status();
-  auto t0 = DaemonKvBlocks::Create(c.get(), kBlockTokens, 4096, {.tier = Tier::kT0});
-  EXPECT_EQ(t0.status().code(), absl::StatusCode::kFailedPrecondition);
+  // T0 wants the GPU's checksum at publish, and a daemon with a T0 (this one has none).
+  DaemonKvBlocksOptions t0_options;
+  t0_options.tier = Tier::kT0;
+  auto t0 = DaemonKvBlocks::Create(c.get(), kBlockTokens, 4096, t0_options);
+  EXPECT_EQ(t0.status().code(), absl::StatusCode::kInvalidArgument) << t0.status();
+  t0_options.checksum = [](std::span<const uint32_t>, std::span<uint64_t>) {
+    return absl::OkStatus();
+  };
+  t0 = DaemonKvBlocks::Create(c.get(), kBlockTokens, 4096, t0_options);
+  EXPECT_EQ(t0.status().code(), absl::StatusCode::kFailedPrecondition) << t0.status();
+  EXPECT_NE(t0.status().message().find("no T0"), std::string::npos) << t0.status();
 }
 
 }  // namespace
