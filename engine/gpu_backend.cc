@@ -32,15 +32,13 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(GpuModel& model,
 
 absl::StatusOr<std::vector<int32_t>> GpuBackend::Step(std::span<const ChunkInput> batch,
                                                       std::span<const SampleSpec> samples) {
-  KVTIER_ASSIGN_OR_RETURN(const float* logits, model_.Forward(batch, *pool_));
-  const auto vocab = static_cast<int64_t>(model_.config().vocab_size);
-  std::vector<int32_t> tokens(batch.size(), -1);
-  for (size_t b = 0; b < batch.size(); ++b) {
-    if (!samples[b].wanted) continue;
-    KVTIER_ASSIGN_OR_RETURN(tokens[b], sampler_->Choose(logits + b * vocab, samples[b].params,
-                                                        samples[b].step, model_.stream()));
+  if (samples.size() != batch.size()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "GpuBackend::Step: {} sample specs for a batch of {}", samples.size(), batch.size()));
   }
-  return tokens;
+  KVTIER_ASSIGN_OR_RETURN(const float* logits, model_.Forward(batch, *pool_));
+  // Every row's token in one launch, one copy back (GpuSampler::ChooseRows).
+  return sampler_->ChooseRows(logits, samples, model_.stream());
 }
 
 }  // namespace kvtier::engine

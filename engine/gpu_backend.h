@@ -1,6 +1,6 @@
-// The GPU backend of the engine loop: GpuModel's batched forward over a GpuKvPool it owns, and
-// the GpuSampler's choice on each row of logits that needs a token (one row at a time, each
-// waiting for its token: a batched choice is later work).
+// The GPU backend of the engine loop: GpuModel's batched forward over a GpuKvPool it owns (a
+// decode-only step replayed from a graph per batch-size and context bucket, gpu_model.h), and the
+// GpuSampler's choice for every row of logits that needs a token in one launch (ChooseRows).
 //
 // Thread-safety: not thread-safe; one owner. The model must outlive the backend.
 #pragma once

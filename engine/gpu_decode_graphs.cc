@@ -8,17 +8,17 @@ int64_t GpuDecodeGraphs::Bucket(int64_t kv_len) {
   return bucket;
 }
 
-absl::Status GpuDecodeGraphs::Launch(int64_t bucket, const Bound& bound,
+absl::Status GpuDecodeGraphs::Launch(const Key& key, const Bound& bound,
                                      const std::function<absl::Status()>& record,
                                      gpu::StreamHandle stream) {
   if (!(bound == bound_)) {
     graphs_.clear();
     bound_ = bound;
   }
-  auto it = graphs_.find(bucket);
+  auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     KVTIER_ASSIGN_OR_RETURN(ops::gpu::Graph graph, ops::gpu::Graph::Capture(stream, record));
-    it = graphs_.emplace(bucket, std::move(graph)).first;
+    it = graphs_.emplace(key, std::move(graph)).first;
   }
   return it->second.Launch(stream);
 }

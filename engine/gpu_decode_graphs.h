@@ -1,5 +1,7 @@
-// The decode step recorded as graphs (kernels/ops/gpu/graph.h), one per context bucket, replayed
-// instead of launching its few hundred kernels one by one.
+// The decode step recorded as graphs (kernels/ops/gpu/graph.h), one per (batch-size bucket,
+// context bucket), replayed instead of launching its few hundred kernels one by one. The model
+// keeps one set for a single sequence's decode and one for batched decode steps (whose padding
+// to a batch-size bucket is gpu_decode_inputs.h's).
 //
 // A recording freezes host-side values, and the decode attention kernel splits the context by a
 // host value (the longest context it must cover). So a step is recorded per bucket: the smallest
@@ -11,6 +13,7 @@
 // Thread-safety: not thread-safe; one owner (the model).
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -34,13 +37,22 @@ class GpuDecodeGraphs {
   struct Bound {
     const void* pool = nullptr;
     const void* logits = nullptr;
+    const void* inputs = nullptr;     // a batched step's (GpuDecodeInputs::base)
+    const void* workspace = nullptr;  // its attention workspace
     bool operator==(const Bound&) const = default;
   };
 
-  // Replays the recording for `bucket` on `stream`, recording it first with `record` (which
-  // enqueues one decode step covering `bucket` tokens on `stream`) if there is none. Other `bound`
-  // buffers than before drop every recording.
-  absl::Status Launch(int64_t bucket, const Bound& bound,
+  // What a recording is for: `batch` rows (a bucket), contexts up to `context` (Bucket()).
+  struct Key {
+    int64_t batch = 1;
+    int64_t context = 0;
+    auto operator<=>(const Key&) const = default;
+  };
+
+  // Replays the recording for `key` on `stream`, recording it first with `record` (which enqueues
+  // one decode step of key.batch rows covering key.context tokens on `stream`) if there is none.
+  // Other `bound` buffers than before drop every recording.
+  absl::Status Launch(const Key& key, const Bound& bound,
                       const std::function<absl::Status()>& record, gpu::StreamHandle stream);
 
   // Drops every recording (what they recorded has changed).
@@ -50,7 +62,7 @@ class GpuDecodeGraphs {
 
  private:
   Bound bound_;
-  std::map<int64_t, ops::gpu::Graph> graphs_;
+  std::map<Key, ops::gpu::Graph> graphs_;
 };
 
 }  // namespace kvtier::engine

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -96,6 +97,7 @@ void GpuModel::SetDecodePath(bool gemv, bool graphs) {
   options_.decode_gemv = gemv;
   options_.decode_graphs = graphs;
   graphs_.Clear();
+  batch_graphs_.Clear();
 }
 
 ops::PagedKvGeometry GpuModel::KvGeometry(int64_t block_tokens) const {
@@ -145,7 +147,8 @@ absl::StatusOr<const float*> GpuModel::Forward(std::span<const int32_t> tokens, 
   if (n == 1 && options_.decode_graphs) {
     step.max_kv_len = GpuDecodeGraphs::Bucket(start + 1);
     KVTIER_RETURN_IF_ERROR(graphs_.Launch(
-        step.max_kv_len, {pool.data(), step.logits}, [&] { return Enqueue(step); }, stream()));
+        {.batch = 1, .context = step.max_kv_len}, {.pool = pool.data(), .logits = step.logits},
+        [&] { return Enqueue(step); }, stream()));
   } else {
     step.max_kv_len = start + n;
     KVTIER_RETURN_IF_ERROR(Enqueue(step));
@@ -159,6 +162,12 @@ absl::StatusOr<const float*> GpuModel::Forward(std::span<const ChunkInput> batch
   KVTIER_RETURN_IF_ERROR(CheckBatch(batch, config_, bt, pool.num_slots()));
   const ForwardPlan plan = PlanForward(batch, bt);
   KVTIER_RETURN_IF_ERROR(CheckTokens(plan.total));
+  if (plan.decode_only() && options_.decode_graphs) {
+    const int64_t rows = GpuDecodeInputs::BatchBucket(plan.batch);
+    if (rows <= std::min(GpuDecodeInputs::kMaxBatch, options_.max_chunk_tokens)) {
+      return ForwardDecodeGraph(plan, rows, pool);
+    }
+  }
   Step step;
   step.logit_rows = plan.batch;
   step.max_kv_len = plan.max_kv_len;
@@ -170,6 +179,30 @@ absl::StatusOr<const float*> GpuModel::Forward(std::span<const ChunkInput> batch
   step.workspace = scratch_->batch_decode_workspace();
   step.workspace_bytes = scratch_->batch_decode_workspace_bytes();
   KVTIER_RETURN_IF_ERROR(Enqueue(step));
+  return step.logits;
+}
+
+absl::StatusOr<const float*> GpuModel::ForwardDecodeGraph(const ForwardPlan& plan, int64_t rows,
+                                                          GpuKvPool& pool) {
+  const int64_t bt = pool.geometry().block_tokens;
+  Step step;
+  step.logit_rows = rows;
+  step.max_kv_len = GpuDecodeGraphs::Bucket(plan.max_kv_len);
+  step.max_q_len = 1;
+  step.pool = &pool;
+  KVTIER_ASSIGN_OR_RETURN(step.logits, scratch_->EnsureLogitsRows(rows));
+  const int64_t stride = (step.max_kv_len + bt - 1) / bt;
+  KVTIER_ASSIGN_OR_RETURN(step.in,
+                          decode_inputs_.Upload(plan, rows, stride, config_, pool, stream()));
+  step.workspace = decode_inputs_.workspace();
+  step.workspace_bytes = decode_inputs_.workspace_bytes();
+  KVTIER_RETURN_IF_ERROR(batch_graphs_.Launch(
+      {.batch = rows, .context = step.max_kv_len},
+      {.pool = pool.data(),
+       .logits = step.logits,
+       .inputs = decode_inputs_.base(),
+       .workspace = step.workspace},
+      [&] { return Enqueue(step); }, stream()));
   return step.logits;
 }
 

@@ -8,7 +8,9 @@
 // Prefill runs cuBLASLt GEMMs (the tiled kernel in the HIP build) and the paged prefill attention
 // kernel; a decode step (one token) runs Gemv and the split-K decode attention kernel, launched as
 // programmatic dependents (kernels/ops/gpu/pdl.h) and replayed from a graph recorded per context
-// bucket (gpu_decode_graphs.h). RoPE and the K/V store are one launch in both.
+// bucket (gpu_decode_graphs.h); a batched step where every sequence decodes one token is replayed
+// from a graph per (batch-size bucket, context bucket), padded (gpu_decode_inputs.h). RoPE and the
+// K/V store are one launch in both.
 //
 // Thread-safety: not thread-safe. A model owns its stream and scratch: one thread drives it, one
 // call at a time (one sequence's step, then another's).
@@ -24,6 +26,7 @@
 #include "common/status.h"
 #include "engine/forward_batch.h"
 #include "engine/gpu_decode_graphs.h"
+#include "engine/gpu_decode_inputs.h"
 #include "engine/gpu_kv_pool.h"
 #include "engine/gpu_scratch.h"
 #include "engine/gpu_weights.h"
@@ -42,7 +45,9 @@ struct GpuModelOptions {
   int64_t max_chunk_tokens = 8192;
   // Decode steps' linear layers by Gemv (else by the GEMM runner, for comparison).
   bool decode_gemv = true;
-  // Decode steps replayed from recorded graphs (else launched kernel by kernel).
+  // Decode steps — a single sequence's, and batched steps of up to GpuDecodeInputs::kMaxBatch
+  // sequences that each decode one token — replayed from recorded graphs (else launched kernel by
+  // kernel).
   bool decode_graphs = true;
 };
 
@@ -60,7 +65,9 @@ class GpuModel {
   ops::gpu::DType dtype() const { return weights_->dtype(); }
   uint64_t weight_bytes() const { return weights_->bytes(); }
   gpu::StreamHandle stream() const { return stream_.handle(); }
+  // Graphs recorded so far: for a single sequence's decode, and for batched decode steps.
   size_t recorded_graphs() const { return graphs_.recorded(); }
+  size_t recorded_batch_graphs() const { return batch_graphs_.recorded(); }
 
   // Changes how decode steps run (GpuModelOptions' decode_gemv and decode_graphs), dropping the
   // recorded graphs: for benchmarks that compare the paths on one loaded model.
@@ -92,9 +99,10 @@ class GpuModel {
 
   // One step over several sequences at once (forward_batch.h), 1 .. max_chunk_tokens tokens in
   // all. Returns logits [batch, vocab] in device memory, float32, row b the last token's of entry
-  // b, valid and ready as Forward's. A step whose chunks are all single tokens runs the decode
-  // attention kernel over the batch, else the prefill kernel over the ragged batch; neither is
-  // replayed from a graph yet (batched decode graphs, per batch-size bucket, come later).
+  // b, valid and ready as Forward's (rows past the batch, if any, are padding). A step whose
+  // chunks are all single tokens runs the decode attention kernel over the batch — replayed from
+  // the graph of its (batch-size bucket, context bucket) when decode_graphs, padded to the bucket
+  // — else the prefill kernel over the ragged batch, kernel by kernel.
   // InvalidArgument (nothing enqueued) as Forward, naming the batch entry.
   absl::StatusOr<const float*> Forward(std::span<const ChunkInput> batch, GpuKvPool& pool);
 
@@ -105,6 +113,9 @@ class GpuModel {
            std::unique_ptr<ops::gpu::GemmRunner> gemm);
 
   absl::Status CheckPool(const GpuKvPool& pool) const;
+  // A decode-only batch as `rows` rows (its batch-size bucket), from its graph.
+  absl::StatusOr<const float*> ForwardDecodeGraph(const ForwardPlan& plan, int64_t rows,
+                                                  GpuKvPool& pool);
   // InvalidArgument unless 1 <= n <= max_chunk_tokens.
   absl::Status CheckTokens(int64_t n) const;
   // Enqueues the whole pass for the inputs in `step` (device addresses only: recordable).
@@ -129,7 +140,9 @@ class GpuModel {
   std::unique_ptr<GpuScratch> scratch_;
   float* inv_freq_;  // [head_dim / 2] device memory
   std::unique_ptr<ops::gpu::GemmRunner> gemm_;
-  GpuDecodeGraphs graphs_;
+  GpuDecodeGraphs graphs_;         // a single sequence's decode step (Forward of one token)
+  GpuDecodeGraphs batch_graphs_;   // batched decode steps
+  GpuDecodeInputs decode_inputs_;  // what batch_graphs_ read
   OpHook op_hook_;
 };
 

@@ -1,5 +1,7 @@
 #include "engine/gpu_sampler.h"
 
+#include <algorithm>
+
 #include "kernels/ops/gpu/ops_gpu.h"
 
 namespace kvtier::engine {
@@ -30,6 +32,10 @@ GpuSampler::GpuSampler(int64_t vocab, int32_t* device_token, int32_t* host_token
 
 GpuSampler::~GpuSampler() {
   (void)gpu::DeviceSynchronize();  // no enqueued choice still writes here
+  (void)gpu::DeviceFree(rows_workspace_);
+  (void)gpu::DeviceFree(device_rows_);
+  (void)gpu::PinnedFree(host_ids_);
+  (void)gpu::PinnedFree(host_rows_);
   (void)gpu::DeviceFree(workspace_);
   (void)gpu::PinnedFree(host_token_);
   (void)gpu::DeviceFree(device_token_);
@@ -48,6 +54,72 @@ absl::StatusOr<int32_t> GpuSampler::Choose(const float* logits, const ops::Sampl
   KVTIER_RETURN_IF_ERROR(done.Record(stream));
   KVTIER_RETURN_IF_ERROR(done.Synchronize());
   return *host_token_;
+}
+
+}  // namespace kvtier::engine
+
+namespace kvtier::engine {
+
+absl::Status GpuSampler::EnsureRows(int64_t rows) {
+  if (rows <= rows_capacity_) return absl::OkStatus();
+  const int64_t grown = std::max<int64_t>(rows, 2 * rows_capacity_);
+  // Every ChooseRows waited for its work: nothing enqueued reads the old buffers.
+  KVTIER_RETURN_IF_ERROR(gpu::DeviceFree(rows_workspace_));
+  KVTIER_RETURN_IF_ERROR(gpu::DeviceFree(device_rows_));
+  KVTIER_RETURN_IF_ERROR(gpu::PinnedFree(host_ids_));
+  KVTIER_RETURN_IF_ERROR(gpu::PinnedFree(host_rows_));
+  rows_workspace_ = device_rows_ = nullptr;
+  host_rows_ = nullptr;
+  host_ids_ = nullptr;
+  rows_capacity_ = rows_workspace_bytes_ = 0;
+  const auto row_bytes = static_cast<size_t>(grown) * sizeof(ops::gpu::SampleRow);
+  const auto id_bytes = static_cast<size_t>(grown) * sizeof(int32_t);
+  KVTIER_ASSIGN_OR_RETURN(void* host_rows, gpu::PinnedAlloc(row_bytes));
+  host_rows_ = static_cast<ops::gpu::SampleRow*>(host_rows);
+  KVTIER_ASSIGN_OR_RETURN(void* host_ids, gpu::PinnedAlloc(id_bytes));
+  host_ids_ = static_cast<int32_t*>(host_ids);
+  KVTIER_ASSIGN_OR_RETURN(device_rows_, gpu::DeviceAlloc(row_bytes + id_bytes));
+  const int64_t ws = ops::gpu::SampleRowsWorkspaceBytes(vocab_, grown);
+  KVTIER_ASSIGN_OR_RETURN(rows_workspace_, gpu::DeviceAlloc(static_cast<size_t>(ws)));
+  rows_workspace_bytes_ = ws;
+  rows_capacity_ = grown;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> GpuSampler::ChooseRows(const float* logits,
+                                                            std::span<const SampleSpec> rows,
+                                                            gpu::StreamHandle stream) {
+  std::vector<int32_t> tokens(rows.size(), -1);
+  int64_t n = 0;
+  for (const SampleSpec& r : rows) n += r.wanted ? 1 : 0;
+  if (n == 0) return tokens;
+  KVTIER_RETURN_IF_ERROR(EnsureRows(n));
+  int64_t i = 0;
+  for (size_t b = 0; b < rows.size(); ++b) {
+    if (!rows[b].wanted) continue;
+    const ops::SamplingParams& p = rows[b].params;
+    host_rows_[i++] = {.logit_row = static_cast<int32_t>(b),
+                       .top_k = p.top_k,
+                       .temperature = p.temperature,
+                       .top_p = p.top_p,
+                       .seed = p.seed,
+                       .step = rows[b].step};
+  }
+  auto* device_rows = static_cast<ops::gpu::SampleRow*>(device_rows_);
+  auto* device_ids = reinterpret_cast<int32_t*>(device_rows + rows_capacity_);
+  const auto row_bytes = static_cast<size_t>(n) * sizeof(ops::gpu::SampleRow);
+  KVTIER_RETURN_IF_ERROR(gpu::CopyAsync(device_rows, host_rows_, row_bytes, stream));
+  KVTIER_RETURN_IF_ERROR(ops::gpu::SampleRows(logits, vocab_, device_rows, n, rows_workspace_,
+                                              rows_workspace_bytes_, device_ids, stream));
+  KVTIER_RETURN_IF_ERROR(gpu::CopyAsync(host_ids_, device_ids, 4 * static_cast<size_t>(n), stream));
+  KVTIER_ASSIGN_OR_RETURN(gpu::Event done, gpu::Event::Create());
+  KVTIER_RETURN_IF_ERROR(done.Record(stream));
+  KVTIER_RETURN_IF_ERROR(done.Synchronize());
+  i = 0;
+  for (size_t b = 0; b < rows.size(); ++b) {
+    if (rows[b].wanted) tokens[b] = host_ids_[i++];
+  }
+  return tokens;
 }
 
 }  // namespace kvtier::engine

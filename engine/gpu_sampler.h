@@ -1,16 +1,21 @@
-// Choosing the next token on the GPU from a row of logits in device memory, as ops::ref::Sample
-// does on the CPU (kernels/ops/sampling.h): greedy by the Argmax kernel, else temperature, top-k
-// and top-p with the seeded counter-based draw of step `step`. Only the chosen token id comes back
-// to the host (4 bytes), through pinned memory.
+// Choosing the next token on the GPU from rows of logits in device memory, as ops::ref::Sample
+// does on the CPU (kernels/ops/sampling.h): greedy by argmax, else temperature, top-k and top-p
+// with the seeded counter-based draw of step `step`. Only the chosen token ids come back to the
+// host (4 bytes a row), through pinned memory. ChooseRows does a whole batch in one launch and one
+// copy back (the engine's step); Choose does one row (a sequence generating alone).
 //
 // Thread-safety: not thread-safe; one owner, one stream at a time.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "common/status.h"
+#include "engine/model_backend.h"
 #include "kernels/gpu_runtime.h"
+#include "kernels/ops/gpu/sample_rows.h"
 #include "kernels/ops/sampling.h"
 
 namespace kvtier::engine {
@@ -29,6 +34,14 @@ class GpuSampler {
   absl::StatusOr<int32_t> Choose(const float* logits, const ops::SamplingParams& params,
                                  uint64_t step, gpu::StreamHandle stream);
 
+  // One token for each rows[b].wanted, chosen from logits [rows.size(), vocab] (row b; float32,
+  // device memory, ready on `stream`) with rows[b].params and draw counter rows[b].step; -1 where
+  // not wanted. One launch (ops::gpu::SampleRows) and one copy back, then waits for them. The
+  // tokens are those Choose gives row by row. Preconditions as Choose's, for every wanted row.
+  absl::StatusOr<std::vector<int32_t>> ChooseRows(const float* logits,
+                                                  std::span<const SampleSpec> rows,
+                                                  gpu::StreamHandle stream);
+
  private:
   GpuSampler(int64_t vocab, int32_t* device_token, int32_t* host_token, void* workspace,
              int64_t workspace_bytes);
@@ -38,6 +51,15 @@ class GpuSampler {
   int32_t* host_token_;    // [1] pinned
   void* workspace_;        // the sampling kernel's per-token scratch
   int64_t workspace_bytes_;
+
+  // ChooseRows' buffers, grown to the most rows asked for at once (rows_capacity_).
+  absl::Status EnsureRows(int64_t rows);
+  int64_t rows_capacity_ = 0;
+  ops::gpu::SampleRow* host_rows_ = nullptr;  // [capacity] pinned: what is uploaded
+  void* device_rows_ = nullptr;               // [capacity] SampleRow, then [capacity] int32 ids
+  int32_t* host_ids_ = nullptr;               // [capacity] pinned: what comes back
+  void* rows_workspace_ = nullptr;            // SampleRowsWorkspaceBytes(vocab, capacity)
+  int64_t rows_workspace_bytes_ = 0;
 };
 
 }  // namespace kvtier::engine

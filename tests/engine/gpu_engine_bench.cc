@@ -11,12 +11,20 @@
 // kernel-by-kernel launches. Its roofline is the bytes a step must read — every weight but the
 // embedding table, of which it reads one row — over the copy rate (the definition).
 //
+// Batched decode (--decode-batches, gpu_engine_batch_bench.h): the engine loop (LlmEngine over
+// GpuBackend, continuous batching as `kvtier serve` runs it) with that many requests at once, each
+// a --batch-prompt-token prompt and --batch-new-tokens greedy tokens: tokens/s and ms per decode
+// step, batch graphs on and off, next to the ceiling batch / roofline step time.
+//
 // --golden FILE (written by tests/engine/hf_8b_golden.py from the same model directory): the last
 // position's logits and the 32-step greedy continuation of its prompt, next to transformers' bf16
 // and float32 runs of the same weights.
 //
 //   kvtier_engine_bench --model DIR [--prefill 1024,8192,32768] [--decode-contexts 32,8192]
 //                       [--decode-steps 128] [--chunk 8192] [--golden FILE]
+//                       [--decode-batches 1,16,64,256] [--batch-prompt-tokens 32]
+//                       [--batch-new-tokens 128]
+// (an empty list, e.g. --prefill "", skips that part)
 // Without a usable GPU it prints why and exits 0.
 #include <fmt/format.h>
 
@@ -38,6 +46,7 @@
 #include "kernels/gpu_runtime.h"
 #include "kernels/ops/gpu/gemm_gpu.h"
 #include "tests/bench/gpu_bench_util.h"
+#include "tests/engine/gpu_engine_batch_bench.h"
 
 namespace kvtier {
 namespace {
@@ -61,6 +70,7 @@ struct Flags {
   int decode_steps = 128;
   int64_t chunk = 8192;
   std::string golden;
+  engine_bench::BatchDecodeFlags batch;
 };
 
 std::vector<int64_t> ParseList(const std::string& s) {
@@ -91,6 +101,12 @@ Flags ParseFlags(int argc, char** argv) {
       f.chunk = std::stoll(v);
     else if (k == "--golden")
       f.golden = v;
+    else if (k == "--decode-batches")
+      f.batch.batches = ParseList(v);
+    else if (k == "--batch-prompt-tokens")
+      f.batch.prompt_tokens = std::stoll(v);
+    else if (k == "--batch-new-tokens")
+      f.batch.new_tokens = std::stoi(v);
     else
       bench::Die(kProgram, "unknown flag " + k);
   }
@@ -535,6 +551,10 @@ int Main(int argc, char** argv) {
   for (int64_t n : f.prefill) PrefillProfile(*model, *pool, n);
   if (!f.decode_contexts.empty()) DecodeLinears(*model, c);
   Decode(f, *model, *pool, *sampler, c);
+  if (!f.batch.batches.empty()) {
+    pool.reset();  // the batched runs make pools of their own
+    engine_bench::DecodeBatches(*model, f.batch, c.copy_gbps);
+  }
   return 0;
 }
 
