@@ -390,7 +390,14 @@ TEST_F(ServeTest, RepeatedPromptIsServedFromThePrefixCache) {
   EXPECT_EQ(Json::parse(first.body)["choices"][0]["text"],
             Json::parse(second.body)["choices"][0]["text"]);
   const std::string metrics = Send(port(), http::verb::get, "/metrics").body;
-  EXPECT_GE(Metric(metrics, "kvtier_serve_prompt_tokens_total{source=\"prefix_cache\"}"), cached);
+  // No daemon: every cached token is the engine's private prefix cache's.
+  EXPECT_GE(Metric(metrics, "kvtier_serve_prompt_tokens_total{source=\"engine\"}"), cached);
+  for (const char* tier : {"t0", "t1", "t2"}) {
+    EXPECT_EQ(
+        Metric(metrics, std::string("kvtier_serve_prompt_tokens_total{source=\"") + tier + "\"}"),
+        0)
+        << tier;
+  }
   EXPECT_GT(Metric(metrics, "kvtier_serve_time_to_first_token_seconds_count"), 0);
   EXPECT_GT(Metric(metrics, "kvtier_serve_inter_token_latency_seconds_count"), 0);
 }
@@ -574,6 +581,50 @@ TEST_F(ServeTest, WithADaemonARestartedServerFindsThePromptInKvtierd) {
   EXPECT_GE(cached[1], prompt_tokens - 16);  // every full block but the last token's
   EXPECT_GT(cached[1], 0);
   EXPECT_EQ(text[0], text[1]);
+}
+
+// --daemon, one server: the second request's prompt is found in kvtierd's T1, and /metrics says
+// so: prompt tokens by source add up to the prompts, the cached ones counted as t1, none as the
+// engine's own cache (DaemonKvBlocks has none).
+TEST_F(ServeTest, WithADaemonARepeatedPromptIsCountedAsServedFromT1) {
+  auto model = engine::CpuModel::Load(model_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto slot_bytes = (*model)->KvGeometry(16).slot_elems() * sizeof(float);
+  kvtier::testing::TempDir dir;
+  auto daemon = kvtier::testing::KvtierdProcess::Start(
+      dir.path(), {"--t1.capacity_bytes", "8MiB", "--t1.slot_bytes", std::to_string(slot_bytes),
+                   "--t1.touch_threads", "1", "--t1.huge_pages", "off", "--t2.enabled", "false"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(
+      Binary(), {"serve", "--model", model_, "--device", "cpu", "--port", "0",
+                 "--served-model-name", kModelName, "--daemon", (*daemon)->socket_path()}))
+      << server.output();
+  std::string prompt = "Counted by tier: a prefix that the second request finds in kvtierd,";
+  for (int i = 0; i < 6; ++i) prompt += " one more clause of it,";
+  int64_t cached[2] = {-1, -1}, prompt_tokens[2] = {0, 0};
+  for (int run = 0; run < 2; ++run) {
+    const Reply r = Post(server.port(), "/v1/completions", Completion(prompt, 2).dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json u = Json::parse(r.body)["usage"];
+    cached[run] = u["prompt_tokens_details"]["cached_tokens"];
+    prompt_tokens[run] = u["prompt_tokens"];
+  }
+  EXPECT_EQ(cached[0], 0);
+  EXPECT_GE(cached[1], prompt_tokens[1] - 16);
+  ASSERT_GT(cached[1], 0);
+  // The metrics are counted before the answer goes out, so they are there now.
+  const std::string metrics = Send(server.port(), http::verb::get, "/metrics").body;
+  auto source = [&metrics](const std::string& s) {
+    return Metric(metrics, "kvtier_serve_prompt_tokens_total{source=\"" + s + "\"}");
+  };
+  EXPECT_EQ(source("t1"), cached[1]) << metrics;
+  EXPECT_EQ(source("engine"), 0) << metrics;
+  EXPECT_EQ(source("t0"), 0) << metrics;
+  EXPECT_EQ(source("t2"), 0) << metrics;
+  EXPECT_EQ(source("computed"), prompt_tokens[0] + prompt_tokens[1] - cached[1]) << metrics;
+  EXPECT_EQ(Metric(metrics, "kvtier_serve_preemptions_total"), 0) << metrics;
+  EXPECT_EQ(server.Stop(), 0) << server.output();
 }
 
 TEST(ServeCliErrorsTest, MissingModelDirectoryIsNamedAndExits1) {

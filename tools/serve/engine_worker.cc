@@ -145,9 +145,12 @@ void EngineWorker::OnFinished(const engine::RequestOutput& out) {
   active_.erase(it);
   by_channel_.erase(a.channel.get());
   const int64_t cached = out.prompt_cached_tokens;
+  const RequestTokens tokens{.prompt = out.prompt_tokens,
+                             .cached_from = out.prompt_cached_from,
+                             .completion = a.tokens,
+                             .preemptions = out.preemptions};
   if (out.finish_reason == engine::FinishReason::kCancelled && !a.stopped) {
-    metrics_.OnRequestDone(Outcome::kCancelled, out.prompt_tokens, cached, a.tokens,
-                           out.preemptions);
+    metrics_.OnRequestDone(Outcome::kCancelled, tokens);
     a.channel->Cancelled();
     return;
   }
@@ -155,8 +158,7 @@ void EngineWorker::OnFinished(const engine::RequestOutput& out) {
   if (!a.stopped) a.channel->Append(a.stop.Flush());
   const bool stop =
       a.stopped || a.stop.stopped() || out.finish_reason == engine::FinishReason::kStop;
-  metrics_.OnRequestDone(stop ? Outcome::kStop : Outcome::kLength, out.prompt_tokens, cached,
-                         a.tokens, out.preemptions);
+  metrics_.OnRequestDone(stop ? Outcome::kStop : Outcome::kLength, tokens);
   a.channel->Finish({.finish_reason = stop ? "stop" : "length",
                      .prompt_tokens = out.prompt_tokens,
                      .completion_tokens = a.tokens,
@@ -166,7 +168,7 @@ void EngineWorker::OnFinished(const engine::RequestOutput& out) {
 void EngineWorker::FailAll(const absl::Status& status) {
   for (auto& [id, a] : active_) {
     engine_->Cancel(id);
-    metrics_.OnRequestDone(Outcome::kFailed, 0, 0, a.tokens, 0);
+    metrics_.OnRequestDone(Outcome::kFailed, RequestTokens{.completion = a.tokens});
     a.channel->Fail(
         absl::InternalError(fmt::format("the engine failed: {}", std::string(status.message()))));
   }

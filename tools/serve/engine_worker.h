@@ -3,7 +3,8 @@
 // back each request's text through the request's RequestChannel: every token detokenized as it is
 // chosen (engine/stream_decoder.h, special tokens skipped) and cut at the request's stop strings
 // (stop_matcher.h; a matched stop string cancels the sequence in the engine at once). It also feeds
-// the metrics: time to first token, inter-token latency, queue sizes, outcomes.
+// the metrics: time to first token, inter-token latency, queue sizes, outcomes, prompt tokens by
+// where their KV came from, preemptions.
 //
 // Thread-safety: Submit, Cancel and Stop may be called from any thread.
 #pragma once

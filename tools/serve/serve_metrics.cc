@@ -14,6 +14,12 @@ namespace {
 
 constexpr const char* kOutcomeNames[kNumOutcomes] = {"stop", "length", "cancelled", "failed",
                                                      "rejected"};
+// By engine::CacheSource.
+constexpr const char* kSourceNames[engine::kCacheSources] = {"engine", "t0", "t1", "t2"};
+static_assert(static_cast<size_t>(engine::CacheSource::kEngine) == 0 &&
+              static_cast<size_t>(engine::CacheSource::kT0) == 1 &&
+              static_cast<size_t>(engine::CacheSource::kT1) == 2 &&
+              static_cast<size_t>(engine::CacheSource::kT2) == 3);
 
 // 1 ms .. ~65 s, doubling: prefill of a long prompt on the CPU backend takes seconds.
 prometheus::Histogram::BucketBoundaries TtftBuckets() {
@@ -55,10 +61,14 @@ ServeMetrics::ServeMetrics() : registry_(std::make_shared<prometheus::Registry>(
                   .Add({});
   auto& prompt = prometheus::BuildCounter()
                      .Name("kvtier_serve_prompt_tokens_total")
-                     .Help("Prompt tokens of finished requests, by where their KV came from")
+                     .Help(
+                         "Prompt tokens of requests that left the engine, by where their KV "
+                         "came from: computed, the engine's private prefix cache (engine), or "
+                         "the kvtierd tier it was found in (t0, t1, t2)")
                      .Register(r);
-  prompt_cached_ = &prompt.Add({{"source", "prefix_cache"}});
   prompt_computed_ = &prompt.Add({{"source", "computed"}});
+  for (size_t i = 0; i < engine::kCacheSources; ++i)
+    prompt_cached_[i] = &prompt.Add({{"source", kSourceNames[i]}});
   generation_tokens_ = &prometheus::BuildCounter()
                             .Name("kvtier_serve_generation_tokens_total")
                             .Help("Tokens generated")
@@ -87,15 +97,26 @@ void ServeMetrics::SetQueues(size_t running, size_t waiting) {
   waiting_->Set(static_cast<double>(waiting));
 }
 
+void ServeMetrics::OnRequestDone(Outcome outcome, const RequestTokens& tokens) {
+  outcomes_[static_cast<int>(outcome)]->Increment();
+  int64_t cached = 0;
+  for (size_t i = 0; i < engine::kCacheSources; ++i) {
+    // The engine never reports more than the prompt; clamp anyway so the five sum to it.
+    const int64_t n = std::clamp<int64_t>(tokens.cached_from[i], 0, tokens.prompt - cached);
+    prompt_cached_[i]->Increment(static_cast<double>(n));
+    cached += n;
+  }
+  prompt_computed_->Increment(static_cast<double>(std::max<int64_t>(tokens.prompt - cached, 0)));
+  generation_tokens_->Increment(static_cast<double>(tokens.completion));
+  preemptions_->Increment(tokens.preemptions);
+}
+
 void ServeMetrics::OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t cached_tokens,
                                  int64_t completion_tokens, int32_t preemptions) {
-  outcomes_[static_cast<int>(outcome)]->Increment();
-  // Over several admissions (preemption) the cache may also have held generated tokens.
-  const int64_t cached = std::min(cached_tokens, prompt_tokens);
-  prompt_cached_->Increment(static_cast<double>(cached));
-  prompt_computed_->Increment(static_cast<double>(prompt_tokens - cached));
-  generation_tokens_->Increment(static_cast<double>(completion_tokens));
-  preemptions_->Increment(preemptions);
+  RequestTokens tokens{
+      .prompt = prompt_tokens, .completion = completion_tokens, .preemptions = preemptions};
+  tokens.cached_from[static_cast<size_t>(engine::CacheSource::kEngine)] = cached_tokens;
+  OnRequestDone(outcome, tokens);
 }
 
 std::string ServeMetrics::Render() const {

@@ -4,9 +4,12 @@
 //   kvtier_serve_time_to_first_token_seconds   histogram: request arrival to its first token
 //   kvtier_serve_inter_token_latency_seconds   histogram: between a request's consecutive tokens
 //   kvtier_serve_requests_running / _waiting   gauges: the scheduler's queues after each step
-//   kvtier_serve_prompt_tokens_total{source="prefix_cache"|"computed"}
+//   kvtier_serve_prompt_tokens_total{source="computed"|"engine"|"t0"|"t1"|"t2"}
+//       prompt tokens of requests that left the engine, by where their KV came from at the first
+//       admission: run through the model, the engine's private prefix cache, or the kvtierd tier
+//       the lookup found the block in (--daemon); the five add up to the prompt tokens
 //   kvtier_serve_generation_tokens_total
-//   kvtier_serve_preemptions_total
+//   kvtier_serve_preemptions_total              times a running request was preempted
 //   kvtier_serve_requests_total{outcome="stop"|"length"|"cancelled"|"failed"|"rejected"}
 //
 // Thread-safety: every method may be called from any thread (prometheus-cpp's metrics are atomic).
@@ -15,6 +18,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "engine/sequence.h"
 
 namespace prometheus {
 class Registry;
@@ -28,6 +33,16 @@ namespace kvtier::serve {
 enum class Outcome { kStop, kLength, kCancelled, kFailed, kRejected };
 inline constexpr int kNumOutcomes = 5;
 
+// What a request that left the engine came to.
+struct RequestTokens {
+  int64_t prompt = 0;
+  // Prompt tokens whose KV the cache gave at the first admission, by engine::CacheSource
+  // (RequestOutput::prompt_cached_from); the rest of the prompt was computed.
+  engine::CachedBySource cached_from{};
+  int64_t completion = 0;
+  int32_t preemptions = 0;
+};
+
 class ServeMetrics {
  public:
   ServeMetrics();
@@ -36,7 +51,10 @@ class ServeMetrics {
   void ObserveTimeToFirstToken(double seconds);
   void ObserveInterTokenLatency(double seconds);
   void SetQueues(size_t running, size_t waiting);
-  // A request left the engine (or was refused before reaching it: kRejected, zeros).
+  // A request left the engine (or was refused before reaching it: kRejected, no tokens).
+  void OnRequestDone(Outcome outcome, const RequestTokens& tokens);
+  // The same without the cache's sources, for requests that never reached the engine
+  // (generation_handler's rejections pass zeros): cached tokens, if any, count as "engine".
   void OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t cached_tokens,
                      int64_t completion_tokens, int32_t preemptions);
 
@@ -49,8 +67,8 @@ class ServeMetrics {
   prometheus::Histogram* itl_;
   prometheus::Gauge* running_;
   prometheus::Gauge* waiting_;
-  prometheus::Counter* prompt_cached_;
   prometheus::Counter* prompt_computed_;
+  prometheus::Counter* prompt_cached_[engine::kCacheSources];  // by engine::CacheSource
   prometheus::Counter* generation_tokens_;
   prometheus::Counter* preemptions_;
   prometheus::Counter* outcomes_[kNumOutcomes];
