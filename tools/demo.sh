@@ -1,13 +1,224 @@
 #!/usr/bin/env bash
-# The quick start's main job: builds kvtierd and the kvtier tool, then runs kvtierd in the
-# foreground with configs/default.toml (1 GiB of T1, 4 GiB of T2 under ./kvtier-data, metrics on
-# 127.0.0.1:9464). Ctrl-C (SIGINT) or SIGTERM stops it cleanly; T2 survives for the next start.
-# Extra arguments go to kvtierd, e.g. `tools/demo.sh --t1.capacity_bytes 8GiB`.
+# The quick start's demo: the bundled engine serving over kvtierd, and what a prefix hit buys.
+#
+#   1. builds kvtier and kvtierd (the cuda preset when nvidia-smi sees a GPU and nvcc exists, else
+#      the default CPU-only preset);
+#   2. takes --model DIR, or makes a model with random weights at Qwen3's architecture with the
+#      real Qwen3 tokenizer (`kvtier make-model`; its text is meaningless);
+#   3. starts kvtierd (configs/demo.toml, its T1 slots sized to one KV block of the engine) and
+#      `kvtier serve --daemon` on it, in a temporary directory;
+#   4. sends the same long prompt twice (tools/demo_client.py, Python's standard library) and
+#      prints both times to first token and the tier the second request's prompt came from (the
+#      server's kvtier_serve_prompt_tokens_total{source=...});
+#   5. stops the server and kvtierd (SIGTERM; also on Ctrl-C or an error) and removes the
+#      temporary directory.
+#
+# Flags (all optional):
+#   --model DIR         a Hugging Face model directory (Llama 3.x, Qwen2/2.5, Qwen3, Mistral)
+#   --device D          auto (default: the GPU when there is one), cpu or gpu; passed to serve
+#   --prompt-words N    length of the prompt in words (default 600 on the CPU, 4000 on a GPU)
+#   --max-tokens N      tokens generated per request (default 16)
+#   --tiny              a 2-layer model and a short prompt (the CI test; seconds, not minutes)
+#   --bin-dir DIR       use kvtier and kvtierd already built in DIR (DIR/tools/kvtier,
+#                       DIR/daemon/kvtierd); nothing is built
+#   --serve             after the demo, keep both running until Ctrl-C (point a client at it)
+# The old demo, kvtierd alone in the foreground with configs/default.toml, is tools/kvtierd.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake --preset default >/dev/null
-cmake --build --preset default --target kvtierd kvtier kvtier_client_c
-echo "== kvtierd: socket ./kvtier-data/kvtierd.sock, metrics http://127.0.0.1:9464/metrics"
-echo "== point an engine at it with the C++/C/Python client (docs/protocol.md, docs/python.md);"
-echo "== watch it from another shell: build/default/tools/kvtier stat --socket kvtier-data/kvtierd.sock"
-exec build/default/daemon/kvtierd --config configs/default.toml "$@"
+ROOT=$PWD
+
+MODEL="" DEVICE=auto WORDS="" MAX_TOKENS=16 TINY=0 BIN_DIR="" KEEP_SERVING=0
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --model) MODEL=$2; shift 2 ;;
+    --device) DEVICE=$2; shift 2 ;;
+    --prompt-words) WORDS=$2; shift 2 ;;
+    --max-tokens) MAX_TOKENS=$2; shift 2 ;;
+    --tiny) TINY=1; shift ;;
+    --bin-dir) BIN_DIR=$2; shift 2 ;;
+    --serve) KEEP_SERVING=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "demo.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
+  esac
+done
+case "$DEVICE" in auto | cpu | gpu) ;; *) echo "demo.sh: --device $DEVICE: auto, cpu or gpu" >&2; exit 2 ;; esac
+say() { printf '== %s\n' "$*"; }
+
+# ---- What this machine has. ----
+HAVE_GPU=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  HAVE_GPU=1
+fi
+HAVE_NVCC=0
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then HAVE_NVCC=1; fi
+
+# ---- 1. Build. ----
+if [[ -z "$BIN_DIR" ]]; then
+  PRESET=default
+  if [[ $HAVE_GPU == 1 && $HAVE_NVCC == 1 && $DEVICE != cpu ]]; then PRESET=cuda; fi
+  say "building kvtier and kvtierd (cmake preset $PRESET)"
+  cmake --preset "$PRESET" >/dev/null
+  cmake --build --preset "$PRESET" --target kvtier kvtierd
+  BIN_DIR=build/$PRESET
+fi
+BIN_DIR=$(cd "$BIN_DIR" && pwd)
+KVTIER=$BIN_DIR/tools/kvtier
+KVTIERD=$BIN_DIR/daemon/kvtierd
+for b in "$KVTIER" "$KVTIERD"; do
+  [[ -x "$b" ]] || { echo "demo.sh: $b is missing (build it, or drop --bin-dir)" >&2; exit 1; }
+done
+# The GPU backend exists in a CUDA build only.
+GPU_BUILD=0
+if grep -qs '^KVTIER_CUDA:BOOL=ON' "$BIN_DIR/CMakeCache.txt"; then GPU_BUILD=1; fi
+ON_GPU=0
+if [[ $DEVICE == gpu || ($DEVICE == auto && $HAVE_GPU == 1 && $GPU_BUILD == 1) ]]; then ON_GPU=1; fi
+if [[ $ON_GPU == 0 ]]; then
+  if [[ $DEVICE == cpu ]]; then
+    say "--device cpu: the CPU backend runs the model (fp32), its KV cache in kvtierd's T1"
+  elif [[ $HAVE_GPU == 0 ]]; then
+    say "no GPU on this machine: the CPU backend runs the model (fp32), its KV cache in kvtierd's T1"
+  else
+    say "a GPU is here but $BIN_DIR is a CPU-only build: the CPU backend runs the model (fp32)"
+  fi
+fi
+
+# ---- 2. The model. ----
+RANDOM_MODEL=0
+if [[ -z "$MODEL" ]]; then
+  RANDOM_MODEL=1
+  TOKENIZER=$ROOT/third_party/tokenizers/qwen3
+  [[ -f $TOKENIZER/tokenizer.json ]] || { echo "demo.sh: $TOKENIZER is missing: run tools/setup.sh" >&2; exit 1; }
+  if [[ $TINY == 1 ]]; then
+    SIZE=tiny ARGS=(--layers 2 --hidden 64 --heads 4 --kv-heads 2 --max-position 4096)
+  elif [[ $ON_GPU == 1 ]]; then  # Qwen3-0.6B's shape
+    SIZE=qwen3-0.6b ARGS=(--layers 28 --hidden 1024 --heads 16 --kv-heads 8 --head-dim 128
+      --intermediate 3072 --max-position 40960)
+  else  # small enough for fp32 on a few CPU cores, large enough that prefill takes a while
+    SIZE=cpu ARGS=(--layers 4 --hidden 256 --heads 4 --kv-heads 2 --max-position 8192)
+  fi
+  MODEL=$BIN_DIR/demo-model-$SIZE
+  if [[ ! -f $MODEL/model.safetensors ]]; then
+    say "making a random-weight Qwen3-architecture model in $MODEL"
+    rm -rf "$MODEL.tmp"
+    "$KVTIER" make-model --out "$MODEL.tmp" --tokenizer "$TOKENIZER" --arch qwen3 "${ARGS[@]}" \
+      >"$BIN_DIR/demo-model.log" 2>&1 || { cat "$BIN_DIR/demo-model.log" >&2; exit 1; }
+    mv "$MODEL.tmp" "$MODEL"
+    grep -m1 'wrote' "$BIN_DIR/demo-model.log" | sed "s|$MODEL.tmp|$MODEL|; s|^kvtier make-model: |   |"
+  fi
+  say "the model has RANDOM weights (no download here): its text is meaningless; the timings and"
+  say "the cache are real. Give --model DIR (a Hugging Face directory) for real text."
+fi
+[[ -f $MODEL/config.json ]] || { echo "demo.sh: --model $MODEL: no config.json there" >&2; exit 1; }
+if [[ -z "$WORDS" ]]; then
+  if [[ $TINY == 1 ]]; then WORDS=120; elif [[ $ON_GPU == 1 ]]; then WORDS=4000; else WORDS=600; fi
+fi
+
+# One KV block of the engine in bytes: block_tokens x layers x 2 (K, V) x kv_heads x head_dim x
+# the element size (fp32 on the CPU, bf16/fp16 on the GPU).
+block_bytes() {
+  python3 - "$MODEL/config.json" "$1" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c = c.get("text_config", c)
+heads = c["num_attention_heads"]
+kv = c.get("num_key_value_heads") or heads
+hd = c.get("head_dim") or c["hidden_size"] // heads
+print(16 * c["num_hidden_layers"] * 2 * kv * hd * int(sys.argv[2]))
+PY
+}
+
+# ---- 3. kvtierd and kvtier serve, stopped on any exit. ----
+DATA=$(mktemp -d "${TMPDIR:-/tmp}/kvtier-demo.XXXXXX")
+SOCKET=$DATA/kvtierd.sock
+DAEMON_PID="" SERVE_PID=""
+stop() {  # stop PID NAME: SIGTERM, wait, say how it ended
+  local pid=$1 name=$2 rc=0
+  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || rc=$?
+  if [[ $rc == 0 ]]; then say "$name stopped"; else say "$name exited with status $rc"; fi
+}
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  stop "$SERVE_PID" "kvtier serve"
+  stop "$DAEMON_PID" kvtierd
+  rm -rf "$DATA"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# wait_for FILE PATTERN PID WHAT: until FILE has a line matching PATTERN (or PID is gone).
+wait_for() {
+  local file=$1 pattern=$2 pid=$3 what=$4
+  for _ in $(seq 1 1200); do
+    if grep -q -- "$pattern" "$file" 2>/dev/null; then return 0; fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "demo.sh: $what exited before it was ready; its log ($file):" >&2
+      sed 's/^/    /' "$file" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "demo.sh: $what not ready after 120 s; its log ($file):" >&2
+  sed 's/^/    /' "$file" >&2
+  return 1
+}
+
+start_daemon() {  # start_daemon ELEMENT_BYTES
+  local slot
+  slot=$(block_bytes "$1")
+  local flags=(--config "$ROOT/configs/demo.toml" --daemon.data_directory "$DATA/data"
+    --daemon.socket_path "$SOCKET" --t1.slot_bytes "$slot" --t1.capacity_bytes $((slot * 1024)))
+  if [[ $ON_GPU == 1 ]]; then flags+=(--t0.enabled true --t0.capacity_bytes $((slot * 2048))); fi
+  say "starting kvtierd: T1 of 1024 slots of $slot bytes (one KV block each)$(
+    [[ $ON_GPU == 1 ]] && echo ", T0 of 2048 slots on the GPU"); socket $SOCKET"
+  "$KVTIERD" "${flags[@]}" >"$DATA/kvtierd.log" 2>&1 &
+  DAEMON_PID=$!
+  wait_for "$DATA/kvtierd.log" "kvtierd ready" "$DAEMON_PID" kvtierd
+}
+
+start_server() {  # start_server DEVICE
+  say "starting kvtier serve --model $MODEL --device $1 --daemon $SOCKET"
+  : >"$DATA/serve.log"
+  "$KVTIER" serve --model "$MODEL" --device "$1" --port 0 --served-model-name demo \
+    --daemon "$SOCKET" >"$DATA/serve.log" 2>&1 &
+  SERVE_PID=$!
+  wait_for "$DATA/serve.log" "serving .* on http://" "$SERVE_PID" "kvtier serve"
+}
+
+if [[ $ON_GPU == 1 ]]; then
+  start_daemon 2
+  if ! start_server "$DEVICE"; then
+    # Until the GPU engine can keep its KV in kvtierd's T0, serve refuses --daemon on the GPU.
+    say "kvtier serve could not run on the GPU with --daemon (above): the CPU backend runs it instead"
+    SERVE_PID=""
+    stop "$DAEMON_PID" kvtierd
+    DAEMON_PID="" ON_GPU=0
+    rm -rf "$DATA/data"
+    start_daemon 4
+    start_server cpu
+  fi
+else
+  start_daemon 4
+  start_server "$([[ $DEVICE == gpu ]] && echo gpu || echo cpu)"
+fi
+grep -v '^info' "$DATA/serve.log" | grep -v 'serving .* on http://' | sed 's/^/   /' || true
+LINE=$(grep -m1 'serving .* on http://' "$DATA/serve.log")
+URL=$(grep -o 'http://[^ ]*' <<<"$LINE")
+say "${LINE#kvtier serve: }"
+
+# ---- 4. The same prompt twice. ----
+say "sending the same $WORDS-word prompt twice (streamed completions, $MAX_TOKENS tokens each)"
+python3 "$ROOT/tools/demo_client.py" --url "$URL" --model demo --prompt-words "$WORDS" \
+  --max-tokens "$MAX_TOKENS"
+if [[ $RANDOM_MODEL == 1 ]]; then say "(random weights: the text above is meaningless by design)"; fi
+
+# ---- 5. Stop (the trap), or keep serving. ----
+if [[ $KEEP_SERVING == 1 ]]; then
+  say "serving on $URL (model name \"demo\"; metrics at $URL/metrics); Ctrl-C stops both"
+  wait "$SERVE_PID" || true
+fi
