@@ -1,0 +1,332 @@
+// `kvtier serve-bench` as an operator runs it: the real kvtier binary replaying the first records
+// of the real Mooncake trace against a real `kvtier serve` (a random-weight Qwen3-architecture
+// model on the CPU backend, as serve_cli_test makes it), its JSON report checked against the trace
+// and against the server's own /metrics; errors (a server answering 404, a stream cut mid-way by a
+// stand-in server in this process) counted by kind, never dropped; a malformed trace line named by
+// file:line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/tools/serve_test_util.h"
+
+namespace kvtier::serve_test {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr int kContext = 512;
+constexpr const char* kModelName = "bench-model";
+
+std::string Binary() { return std::string(KVTIER_BINARY_DIR) + "/tools/kvtier"; }
+std::string RealTrace() {
+  return std::string(KVTIER_SOURCE_DIR) + "/../shared/traces/mooncake_conversation.jsonl";
+}
+fs::path TempRoot() {
+  return fs::path(::testing::TempDir()) / ("kvtier_serve_bench_" + std::to_string(::getpid()));
+}
+
+struct ToolRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string ReadAll(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// `kvtier serve-bench ARGS`, its exit code, stdout and stderr.
+ToolRun RunBench(const std::vector<std::string>& args) {
+  std::string cmd = Binary() + " serve-bench";
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  const fs::path out = TempRoot() / "out.txt", err = TempRoot() / "err.txt";
+  cmd += " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(cmd.c_str());
+  ToolRun r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadAll(out);
+  r.err = ReadAll(err);
+  return r;
+}
+
+// The first `n` records of the real trace, as written.
+std::vector<Json> FirstRecords(size_t n) {
+  std::ifstream in(RealTrace());
+  std::vector<Json> records;
+  std::string line;
+  while (records.size() < n && std::getline(in, line)) records.push_back(Json::parse(line));
+  return records;
+}
+
+class ServeBenchTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs::remove_all(TempRoot());
+    fs::create_directories(TempRoot());
+    // The same model serve_cli_test makes (made once per build tree, renamed into place).
+    model_ = std::string(KVTIER_BINARY_DIR) + "/tests/tools/serve_cli_qwen3_random";
+    if (!fs::exists(fs::path(model_) / "model.safetensors")) {
+      const fs::path tokenizer = fs::path(KVTIER_SOURCE_DIR) / "third_party/tokenizers/qwen3";
+      const fs::path mine = model_ + ".tmp" + std::to_string(::getpid());
+      const std::string make = Binary() + " make-model --out '" + mine.string() +
+                               "' --tokenizer '" + tokenizer.string() +
+                               "' --arch qwen3 --layers 2 --hidden 64 --max-position " +
+                               std::to_string(kContext) + " >/dev/null";
+      if (std::system(make.c_str()) != 0) return;
+      std::error_code ec;
+      fs::rename(mine, model_, ec);
+      fs::remove_all(mine, ec);
+    }
+    if (!fs::exists(fs::path(model_) / "config.json")) return;
+    vocab_ = Json::parse(ReadAll(fs::path(model_) / "config.json"))["vocab_size"].get<int>();
+    server_ = new ServerProcess();
+    started_ = server_->Start(Binary(), {"serve", "--model", model_, "--device", "cpu", "--port",
+                                         "0", "--served-model-name", kModelName});
+  }
+
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    fs::remove_all(TempRoot());
+  }
+
+  void RequireServer() {
+    ASSERT_GT(vocab_, 0) << "make-model failed (is third_party/tokenizers/qwen3 there? "
+                            "tools/setup.sh fetches it)";
+    ASSERT_TRUE(started_) << server_->output();
+  }
+
+  static std::string Port() { return std::to_string(server_->port()); }
+
+  static inline std::string model_;
+  static inline int vocab_ = 0;
+  static inline ServerProcess* server_ = nullptr;
+  static inline bool started_ = false;
+};
+
+// One request at a time, so every request after the first finds the trace's shared first block
+// (hash id 0, the system prompt every conversation starts with) in the prefix cache: the cached
+// tokens are exactly what an infinite cache would give, and the server's /metrics agree with the
+// usage the client summed. Each test has a --seed of its own, so the server's cache holds no
+// block of another test's prompts.
+TEST_F(ServeBenchTest, ReplaysTheFirstRecordsOfTheRealTrace) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  RequireServer();
+  constexpr int kRequests = 12, kBlock = 16, kMaxOut = 4;
+  const ToolRun run = RunBench({"--trace",
+                                RealTrace(),
+                                "--port",
+                                Port(),
+                                "--vocab-size",
+                                std::to_string(vocab_),
+                                "--max-requests",
+                                std::to_string(kRequests),
+                                "--block-tokens",
+                                std::to_string(kBlock),
+                                "--max-output-tokens",
+                                std::to_string(kMaxOut),
+                                "--time-scale",
+                                "0",
+                                "--max-in-flight",
+                                "1",
+                                "--seed",
+                                "1",
+                                "--progress",
+                                "0",
+                                "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const Json r = Json::parse(run.out);
+  // What the trace says the run must hold.
+  int64_t prompt = 0, completion = 0, truncated = 0;
+  for (const Json& rec : FirstRecords(kRequests)) {
+    const int64_t out = std::min<int64_t>(rec["output_length"].get<int64_t>(), kMaxOut);
+    const int64_t full = (rec["input_length"].get<int64_t>() * kBlock + 511) / 512;
+    const int64_t sent = std::min<int64_t>(full, kContext - out);
+    prompt += sent;
+    completion += out;
+    truncated += sent < full;
+  }
+  EXPECT_EQ(r["requests"], kRequests);
+  EXPECT_EQ(r["ok"], kRequests);
+  EXPECT_EQ(r["failed"], 0);
+  EXPECT_EQ(r["truncated"], truncated);
+  EXPECT_GT(truncated, 0);  // the trace's long prompts do not fit a 512-token context
+  EXPECT_EQ(r["prompt_tokens"], prompt);
+  EXPECT_EQ(r["completion_tokens"], completion);
+  EXPECT_EQ(r["ttft_s"]["n"], kRequests);
+  EXPECT_EQ(r["model"], kModelName);
+  EXPECT_EQ(r["max_model_len"], kContext);
+  // Every request after the first shares exactly the first block with the ones before it.
+  EXPECT_EQ(r["ideal_cached_tokens"], (kRequests - 1) * kBlock);
+  EXPECT_EQ(r["cached_tokens"], (kRequests - 1) * kBlock);
+  // The server counted the same: prompt tokens by source add up to the prompts, the computed
+  // ones to the prompts less the cached ones (whatever sources the server reports).
+  ASSERT_TRUE(r["metrics"].is_object()) << run.out;
+  int64_t by_source = 0;
+  for (const auto& [source, n] : r["metrics"]["prompt_tokens_by_source"].items())
+    by_source += n.get<int64_t>();
+  EXPECT_EQ(by_source, prompt);
+  EXPECT_EQ(r["metrics"]["prompt_tokens_by_source"]["computed"], prompt - (kRequests - 1) * kBlock);
+  EXPECT_EQ(r["metrics"]["series"]["kvtier_serve_generation_tokens_total"], completion);
+}
+
+// The table names the same figures for a person.
+TEST_F(ServeBenchTest, PrintsATableWithLatenciesAndCachedTokens) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  RequireServer();
+  const ToolRun run =
+      RunBench({"--trace", RealTrace(), "--port", Port(), "--vocab-size", std::to_string(vocab_),
+                "--max-requests", "3", "--block-tokens", "16", "--max-output-tokens", "3",
+                "--time-scale", "0", "--seed", "2", "--progress", "0"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  for (const char* want :
+       {"3 sent, 3 ok, 0 failed", "TTFT", "inter-token", "requests/s", "output tokens/s", "cached",
+        "an infinite cache", "prompt tokens by source"}) {
+    EXPECT_NE(run.out.find(want), std::string::npos) << want << " not in:\n" << run.out;
+  }
+}
+
+// A server that refuses every request (an unknown model: 404): each is counted as an error of its
+// kind, the exit code says some failed, and the first errors are shown naming the trace line.
+TEST_F(ServeBenchTest, RefusedRequestsAreCountedByKind) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  RequireServer();
+  const ToolRun run =
+      RunBench({"--trace", RealTrace(), "--port", Port(), "--vocab-size", std::to_string(vocab_),
+                "--model", "no-such-model", "--max-requests", "5", "--block-tokens", "16",
+                "--max-output-tokens", "2", "--time-scale", "0", "--progress", "0", "--json"});
+  ASSERT_EQ(run.exit_code, 3) << run.out << run.err;
+  const Json r = Json::parse(run.out);
+  EXPECT_EQ(r["requests"], 5);
+  EXPECT_EQ(r["ok"], 0);
+  EXPECT_EQ(r["errors"]["http 404"], 5);
+  ASSERT_FALSE(r["first_errors"].empty());
+  EXPECT_NE(r["first_errors"][0].get<std::string>().find("trace line 1"), std::string::npos)
+      << r["first_errors"][0];
+}
+
+// A stand-in server in this process: /v1/models lists a model, /metrics is 404 (a server without
+// metrics), and every completion stream is cut after its first event.
+class CuttingServer {
+ public:
+  CuttingServer() : acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~CuttingServer() {
+    beast::error_code ignored;
+    stopping_ = true;
+    // Wake the blocked accept with a connection of our own.
+    tcp::socket poke(io_);
+    poke.connect(acceptor_.local_endpoint(), ignored);
+    thread_.join();
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  void Serve() {
+    while (!stopping_) {
+      tcp::socket s(io_);
+      beast::error_code ec;
+      acceptor_.accept(s, ec);
+      if (ec || stopping_) return;
+      beast::flat_buffer buffer;
+      http::request<http::string_body> req;
+      http::read(s, buffer, req, ec);
+      if (ec) continue;
+      std::string answer;
+      if (req.target() == "/v1/models") {
+        const std::string body = R"({"object":"list","data":[{"id":"cut","max_model_len":4096}]})";
+        answer = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                 "\r\nConnection: close\r\n\r\n" + body;
+      } else if (req.target() == "/v1/completions") {
+        const std::string event =
+            R"(data: {"choices":[{"index":0,"text":"x","finish_reason":null}]})"
+            "\n\n";
+        std::ostringstream chunk;
+        chunk << std::hex << event.size() << "\r\n" << event << "\r\n";
+        answer =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n" +
+            chunk.str();
+      } else {
+        answer = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      }
+      asio::write(s, asio::buffer(answer), ec);
+      s.shutdown(tcp::socket::shutdown_both, ec);
+    }
+  }
+
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+TEST_F(ServeBenchTest, BrokenStreamsAreCountedAndMissingMetricsAreSaidNotFatal) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  CuttingServer server;
+  const ToolRun run = RunBench({"--trace", RealTrace(), "--port", std::to_string(server.port()),
+                                "--vocab-size", "1000", "--max-requests", "4", "--block-tokens",
+                                "4", "--time-scale", "0", "--progress", "0", "--json"});
+  ASSERT_EQ(run.exit_code, 3) << run.out << run.err;
+  const Json r = Json::parse(run.out);
+  EXPECT_EQ(r["requests"], 4);
+  EXPECT_EQ(r["ok"], 0);
+  EXPECT_EQ(r["errors"]["broken stream"], 4);
+  EXPECT_TRUE(r["metrics"].is_null());
+  EXPECT_NE(r["metrics_error"].get<std::string>().find("404"), std::string::npos)
+      << r["metrics_error"];
+}
+
+// Hostile input: the line that is wrong is named, file and line, before anything is sent.
+TEST_F(ServeBenchTest, ABadTraceLineIsNamedByFileAndLine) {
+  const fs::path trace = TempRoot() / "bad.jsonl";
+  {
+    std::ofstream out(trace);
+    out << R"({"timestamp": 0, "input_length": 20, "output_length": 2, "hash_ids": [1]})"
+        << "\n"
+        << "\n"
+        << R"({"timestamp": 5, "input_length": 20, "output_length": "two", "hash_ids": [1]})"
+        << "\n";
+  }
+  ToolRun run = RunBench({"--trace", trace.string(), "--port", "1", "--vocab-size", "100"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(trace.string() + ":3: \"output_length\" must be a non-negative integer"),
+            std::string::npos)
+      << run.err;
+  {
+    std::ofstream out(trace);
+    out << R"({"timestamp": 0, "input_length": 2000, "output_length": 2, "hash_ids": [1]})"
+        << "\n";
+  }
+  run = RunBench({"--trace", trace.string(), "--port", "1", "--vocab-size", "100"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(trace.string() + ":1: \"hash_ids\" has 1 ids"), std::string::npos)
+      << run.err;
+}
+
+// /v1/models does not say the vocabulary's size: the error says which flag to pass.
+TEST_F(ServeBenchTest, WithoutAVocabularySizeTheErrorNamesTheFlag) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  CuttingServer server;
+  const ToolRun run = RunBench(
+      {"--trace", RealTrace(), "--port", std::to_string(server.port()), "--max-requests", "1"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("--vocab-size"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace kvtier::serve_test

@@ -1,0 +1,238 @@
+#include "tools/serve_bench/http_client.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+// clang-format off: <utility> (http_client.h) must come first
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+// clang-format on
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+namespace kvtier::serve_bench {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The start of a body, for messages.
+std::string Excerpt(std::string_view body) {
+  constexpr size_t kMax = 200;
+  std::string s(body.substr(0, kMax));
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return body.size() > kMax ? s + "..." : s;
+}
+
+// An OpenAI error body's message, else the body's start.
+std::string ErrorMessage(std::string_view body) {
+  const Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+      j["error"].contains("message") && j["error"]["message"].is_string()) {
+    return j["error"]["message"].get<std::string>();
+  }
+  return Excerpt(body);
+}
+
+// Splits the SSE body into events as its bytes arrive and folds each into the result.
+class SseReader {
+ public:
+  SseReader(StreamResult* result, Clock::time_point start) : r_(result), start_(start) {}
+
+  void Feed(std::string_view bytes) {
+    pending_.append(bytes);
+    size_t at = 0;
+    for (size_t end; (end = pending_.find("\n\n", at)) != std::string::npos; at = end + 2) {
+      Event(std::string_view(pending_).substr(at, end - at));
+    }
+    pending_.erase(0, at);
+  }
+
+  bool done() const { return done_; }
+  bool failed() const { return !r_->error_kind.empty(); }
+
+ private:
+  void Fail(std::string kind, std::string message) {
+    if (failed()) return;  // the first error is the one that counts
+    r_->error_kind = std::move(kind);
+    r_->error = std::move(message);
+  }
+
+  void Event(std::string_view event) {
+    while (!event.empty() && event.back() == '\r') event.remove_suffix(1);
+    if (event.substr(0, 6) != "data: ")
+      return Fail("bad event", "not an SSE data event: " + Excerpt(event));
+    const std::string_view data = event.substr(6);
+    if (data == "[DONE]") {
+      done_ = true;
+      return;
+    }
+    const Json j = Json::parse(data, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return Fail("bad event", "an event is not a JSON object: " + Excerpt(data));
+    if (j.contains("error")) return Fail("error event", ErrorMessage(data));
+    const auto choices = j.find("choices");
+    if (choices != j.end() && choices->is_array() && !choices->empty()) Content((*choices)[0]);
+    const auto usage = j.find("usage");
+    if (usage != j.end() && usage->is_object()) Usage(*usage);
+  }
+
+  void Content(const Json& choice) {
+    const double now = Since(start_);
+    if (r_->ttft_s < 0) {
+      r_->ttft_s = now;
+    } else {
+      r_->gaps_s.push_back(now - last_);
+    }
+    last_ = now;
+    const auto reason = choice.find("finish_reason");
+    if (reason != choice.end() && reason->is_string())
+      r_->finish_reason = reason->get<std::string>();
+  }
+
+  void Usage(const Json& usage) {
+    r_->prompt_tokens = usage.value("prompt_tokens", int64_t{-1});
+    r_->completion_tokens = usage.value("completion_tokens", int64_t{-1});
+    const auto details = usage.find("prompt_tokens_details");
+    r_->cached_tokens = details != usage.end() && details->is_object()
+                            ? details->value("cached_tokens", int64_t{0})
+                            : 0;
+  }
+
+  StreamResult* r_;
+  Clock::time_point start_;
+  std::string pending_;
+  double last_ = 0;
+  bool done_ = false;
+};
+
+http::request<http::string_body> Post(const tcp::endpoint& server, const std::string& target,
+                                      std::string body) {
+  http::request<http::string_body> req{http::verb::post, target, 11};
+  req.set(http::field::host, fmt::format("{}:{}", server.address().to_string(), server.port()));
+  req.set(http::field::content_type, "application/json");
+  req.set(http::field::accept, "text/event-stream");
+  req.body() = std::move(body);
+  req.prepare_payload();
+  req.keep_alive(false);
+  return req;
+}
+
+// The error of a read or write that failed: a timeout or a broken stream.
+void Broken(StreamResult* r, const beast::error_code& ec, std::string_view when) {
+  if (!r->error_kind.empty()) return;
+  r->error_kind = ec == beast::error::timeout ? "timeout" : "broken stream";
+  r->error = fmt::format("{}: {}", when, ec.message());
+}
+
+}  // namespace
+
+asio::awaitable<StreamResult> StreamCompletion(tcp::endpoint server, std::string target,
+                                               std::string body,
+                                               std::chrono::seconds read_timeout) {
+  const Clock::time_point start = Clock::now();
+  StreamResult r;
+  beast::tcp_stream stream(co_await asio::this_coro::executor);
+  beast::error_code ec;
+  auto on = asio::redirect_error(asio::use_awaitable, ec);
+  stream.expires_after(read_timeout);
+  co_await stream.async_connect(server, on);
+  if (ec) {
+    r.error_kind = "connect";
+    r.error = fmt::format("connecting to {}:{}: {}", server.address().to_string(), server.port(),
+                          ec.message());
+    r.latency_s = Since(start);
+    co_return r;
+  }
+  http::request<http::string_body> req = Post(server, target, std::move(body));
+  co_await http::async_write(stream, req, on);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(std::numeric_limits<uint64_t>::max());
+  SseReader sse(&r, start);
+  auto on_chunk = [&sse](uint64_t, beast::string_view data, beast::error_code&) {
+    sse.Feed(std::string_view(data.data(), data.size()));
+    return data.size();
+  };
+  parser.on_chunk_body(on_chunk);
+  if (!ec) co_await http::async_read_header(stream, buffer, parser, on);
+  if (ec) {
+    Broken(&r, ec, "before the response's header");
+    r.latency_s = Since(start);
+    co_return r;
+  }
+  r.http_status = static_cast<int>(parser.get().result_int());
+  while (!ec && !parser.is_done()) {
+    stream.expires_after(read_timeout);
+    co_await http::async_read_some(stream, buffer, parser, on);
+  }
+  r.latency_s = Since(start);
+  if (r.http_status != 200) {
+    r.error_kind = fmt::format("http {}", r.http_status);
+    r.error = ErrorMessage(parser.get().body());
+  } else if (ec) {
+    Broken(&r, ec, "mid-stream");
+  } else if (!sse.done()) {
+    Broken(&r, http::make_error_code(http::error::partial_message),
+           "the stream ended without [DONE]");
+  } else if (r.completion_tokens < 0 && r.error_kind.empty()) {
+    r.error_kind = "no usage";
+    r.error = "the stream ended without a usage chunk";
+  }
+  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  co_return r;
+}
+
+absl::StatusOr<std::string> HttpGet(const tcp::endpoint& server, const std::string& target,
+                                    std::chrono::seconds timeout) {
+  asio::io_context io;
+  tcp::socket socket(io);
+  beast::error_code ec;
+  const std::string where =
+      fmt::format("GET http://{}:{}{}", server.address().to_string(), server.port(), target);
+  socket.connect(server, ec);
+  if (!ec) {
+    // Blocking reads and writes: the socket's own limits stand in for an expiry.
+    const timeval limit{.tv_sec = static_cast<time_t>(timeout.count()), .tv_usec = 0};
+    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+  }
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, fmt::format("{}:{}", server.address().to_string(), server.port()));
+  req.keep_alive(false);
+  if (!ec) http::write(socket, req, ec);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 << 20);
+  if (!ec) http::read(socket, buffer, parser, ec);
+  if (ec) return absl::UnavailableError(fmt::format("{}: {}", where, ec.message()));
+  const auto& res = parser.get();
+  if (res.result_int() != 200) {
+    return absl::UnavailableError(
+        fmt::format("{}: HTTP {}: {}", where, res.result_int(), Excerpt(res.body())));
+  }
+  return res.body();
+}
+
+absl::StatusOr<tcp::endpoint> Resolve(const std::string& host, uint16_t port) {
+  asio::io_context io;
+  tcp::resolver resolver(io);
+  beast::error_code ec;
+  const auto results = resolver.resolve(host, std::to_string(port), ec);
+  if (ec || results.empty()) {
+    return absl::UnavailableError(
+        fmt::format("cannot resolve {}:{}: {}", host, port, ec ? ec.message() : "no address"));
+  }
+  return results.begin()->endpoint();
+}
+
+}  // namespace kvtier::serve_bench

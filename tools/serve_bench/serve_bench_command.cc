@@ -1,0 +1,228 @@
+#include "tools/serve_bench/serve_bench_command.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tools/serve_bench/arrival_driver.h"
+#include "tools/serve_bench/bench_report.h"
+#include "tools/serve_bench/bench_trace.h"
+#include "tools/serve_bench/metrics_scrape.h"
+#include "tools/serve_bench/synthetic_prompt.h"
+
+namespace kvtier::serve_bench {
+namespace {
+
+using Json = nlohmann::json;
+
+struct Flags {
+  std::string trace;
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;
+  std::string model;        // "": the one /v1/models lists
+  uint32_t vocab_size = 0;  // 0: /v1/models' vocab_size
+  uint64_t max_requests = 0;
+  double duration_s = 0;
+  double time_scale = 1;
+  uint32_t block_tokens = 0;  // 0: the trace's
+  int64_t max_prompt_tokens = 0, max_output_tokens = 0;
+  int max_in_flight = 0;
+  uint64_t seed = 0;
+  int read_timeout_s = 600;
+  int progress_s = 10;
+  bool json = false;
+};
+
+void AddFlags(CLI::App* cmd, Flags* f) {
+  cmd->add_option("--trace", f->trace,
+                  "Mooncake or Bailian trace (JSONL, gzip/zstd), or - for stdin")
+      ->required();
+  cmd->add_option("--host", f->host, "The server's address")->capture_default_str();
+  cmd->add_option("--port", f->port, "The server's port")->capture_default_str();
+  cmd->add_option("--model", f->model, "Model name to request (default: the one /v1/models lists)");
+  cmd->add_option("--vocab-size", f->vocab_size,
+                  "Token ids are drawn below this (default: /v1/models' vocab_size)")
+      ->check(CLI::Range(1u, 1u << 30));
+  cmd->add_option("--max-requests", f->max_requests, "Replay only the first N records (0: all)");
+  cmd->add_option("--duration", f->duration_s,
+                  "Replay only the records arriving in the first S seconds, after --time-scale "
+                  "(0: all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--time-scale", f->time_scale,
+                  "Multiply the trace's arrival times by this (0.1: ten times faster; 0: all at "
+                  "once)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--block-tokens", f->block_tokens,
+                  "Prompt tokens per hash id (default: the trace's, 512 for Mooncake); prompt "
+                  "lengths scale with it")
+      ->check(CLI::Range(1u, 1u << 16));
+  cmd->add_option("--max-prompt-tokens", f->max_prompt_tokens, "Cut longer prompts (0: no cap)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-output-tokens", f->max_output_tokens,
+                  "Cap each request's max_tokens (the trace's output length; 0: no cap)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-in-flight", f->max_in_flight,
+                  "Requests in flight at most; one due beyond waits (0: open loop)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", f->seed, "Seed of the token ids derived from hash ids")
+      ->capture_default_str();
+  cmd->add_option("--read-timeout", f->read_timeout_s,
+                  "Seconds without a byte before a request counts as timed out")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  cmd->add_option("--progress", f->progress_s, "Seconds between progress lines on stderr (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_flag("--json", f->json, "Print one JSON object instead of a table");
+}
+
+// What /v1/models says about the served model.
+struct ServedModel {
+  std::string name;
+  int64_t max_model_len = 0;
+  uint32_t vocab_size = 0;  // 0: not reported
+};
+
+absl::StatusOr<ServedModel> QueryModel(const tcp::endpoint& server, const Flags& f) {
+  KVTIER_ASSIGN_OR_RETURN(std::string body,
+                          HttpGet(server, "/v1/models", std::chrono::seconds(60)));
+  const Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty()) {
+    return absl::UnavailableError("GET /v1/models: no model listed");
+  }
+  const Json* entry = &j["data"][0];
+  for (const Json& m : j["data"]) {
+    if (m.is_object() && m.value("id", "") == f.model) entry = &m;
+  }
+  ServedModel m;
+  m.name = f.model.empty() ? entry->value("id", "") : f.model;
+  m.max_model_len = entry->value("max_model_len", int64_t{0});
+  m.vocab_size = entry->value("vocab_size", uint32_t{0});
+  if (f.vocab_size > 0) m.vocab_size = f.vocab_size;
+  if (m.vocab_size == 0) {
+    return absl::InvalidArgumentError(
+        "the server's /v1/models does not report vocab_size: pass --vocab-size (the model's "
+        "config.json vocab_size)");
+  }
+  return m;
+}
+
+std::string Body(const ServedModel& model, const TraceRequest& request, const PromptShape& shape,
+                 const PromptOptions& options) {
+  const Json body = {{"model", model.name},
+                     {"prompt", PromptTokens(request, shape.length, options)},
+                     {"max_tokens", shape.max_tokens},
+                     {"temperature", 0},
+                     {"ignore_eos", true},
+                     {"stream", true},
+                     {"stream_options", {{"include_usage", true}}}};
+  return body.dump();
+}
+
+std::optional<MetricSeries> Scrape(const tcp::endpoint& server, std::string* error) {
+  absl::StatusOr<std::string> text = HttpGet(server, "/metrics", std::chrono::seconds(60));
+  if (!text.ok()) {
+    *error = std::string(text.status().message());
+    return std::nullopt;
+  }
+  return ParseMetrics(*text, "kvtier_serve_");
+}
+
+absl::StatusOr<int> Bench(const Flags& f) {
+  KVTIER_ASSIGN_OR_RETURN(BenchTrace trace,
+                          ReadBenchTrace(f.trace, {.max_requests = f.max_requests}));
+  KVTIER_ASSIGN_OR_RETURN(tcp::endpoint server, Resolve(f.host, f.port));
+  KVTIER_ASSIGN_OR_RETURN(ServedModel model, QueryModel(server, f));
+  const PromptOptions options{
+      .trace_block_tokens = trace.block_tokens,
+      .block_tokens = f.block_tokens > 0 ? f.block_tokens : trace.block_tokens,
+      .vocab_size = model.vocab_size,
+      .seed = f.seed,
+      .max_prompt_tokens = f.max_prompt_tokens,
+      .max_output_tokens = f.max_output_tokens,
+      .max_model_len = model.max_model_len};
+  // The arrivals, scaled and cut at --duration; the requests past it are not sent.
+  std::vector<double> arrivals;
+  std::vector<TraceRequest> requests;
+  const double first = trace.requests.empty() ? 0 : trace.requests.front().timestamp_ms;
+  for (TraceRequest& r : trace.requests) {
+    const double at = std::max(0.0, r.timestamp_ms - first) / 1000 * f.time_scale;
+    if (f.duration_s > 0 && at > f.duration_s) continue;
+    arrivals.push_back(at);
+    requests.push_back(std::move(r));
+  }
+  std::vector<PromptShape> shapes;
+  for (const TraceRequest& r : requests) shapes.push_back(ShapeOf(r, options));
+  const std::vector<int64_t> ideal = IdealCachedTokens(requests, shapes, options.block_tokens);
+  std::vector<SentRequest> sent;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    sent.push_back({.line = requests[i].line,
+                    .prompt_tokens = shapes[i].length,
+                    .max_tokens = shapes[i].max_tokens,
+                    .truncated = shapes[i].truncated(),
+                    .ideal_cached_tokens = ideal[i]});
+  }
+  std::string metrics_error;
+  const std::optional<MetricSeries> before = Scrape(server, &metrics_error);
+  DriverOptions driver;
+  driver.max_in_flight = f.max_in_flight;
+  driver.read_timeout = std::chrono::seconds(f.read_timeout_s);
+  if (f.progress_s > 0) {
+    driver.progress_every = std::chrono::seconds(f.progress_s);
+    driver.on_progress = [n = requests.size()](size_t ended, size_t in_flight, size_t errors) {
+      std::fprintf(stderr, "kvtier serve-bench: %zu/%zu ended, %zu in flight, %zu failed\n", ended,
+                   n, in_flight, errors);
+    };
+  }
+  const DriverResult result = RunSchedule(
+      server, arrivals, [&](size_t i) { return Body(model, requests[i], shapes[i], options); },
+      driver);
+  RunInfo info{.trace = f.trace,
+               .server = fmt::format("{}:{}", f.host, f.port),
+               .model = model.name,
+               .max_model_len = model.max_model_len,
+               .trace_block_tokens = trace.block_tokens,
+               .block_tokens = options.block_tokens,
+               .time_scale = f.time_scale,
+               .max_in_flight = f.max_in_flight,
+               .schedule_span_s =
+                   arrivals.empty() ? 0 : *std::max_element(arrivals.begin(), arrivals.end())};
+  BenchReport report = BuildReport(info, sent, result);
+  const std::optional<MetricSeries> after = Scrape(server, &metrics_error);
+  if (before.has_value() && after.has_value()) report.metrics_delta = Delta(*before, *after);
+  report.metrics_error = metrics_error;
+  const std::string out = f.json ? ToJson(report).dump(2) + "\n" : FormatTable(report);
+  std::fputs(out.c_str(), stdout);
+  return report.ok == report.requests ? 0 : 3;
+}
+
+}  // namespace
+
+void RegisterServeBenchCommand(CLI::App& app, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "serve-bench",
+      "Replay a request trace against a running `kvtier serve` at its arrival times: TTFT, "
+      "inter-token latency, throughput, prompt tokens cached vs computed");
+  auto flags = std::make_shared<Flags>();
+  AddFlags(cmd, flags.get());
+  cmd->callback([flags, exit_code] {
+    absl::StatusOr<int> code = Bench(*flags);
+    if (!code.ok()) {
+      std::fprintf(stderr, "kvtier serve-bench: %s\n",
+                   std::string(code.status().message()).c_str());
+      *exit_code = 1;
+      return;
+    }
+    *exit_code = *code;
+  });
+}
+
+}  // namespace kvtier::serve_bench
