@@ -36,6 +36,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -287,6 +288,60 @@ void PrefillProfile(GpuModel& model, GpuKvPool& pool, int64_t n) {
   GpuSequence seq(model, pool);
   ProfileOps(model, "prefill_profile", n, 1,
              [&] { Check(seq.Append(prompt, false).status(), "prefill"); });
+}
+
+// A batched decode step of `batch` sequences after 32-token prompts (the --decode-batches runs'
+// shape), driven through GpuModel::Forward without the engine: the GPU's own time per step with
+// batch graphs (steps enqueued back to back, timed by events: what the engine loop's host work
+// adds is the difference from its ms per step), then a kernel-by-kernel step by operator.
+void BatchDecodeGpuOnly(GpuModel& model, int64_t batch) {
+  constexpr int64_t kPrompt = 32, kSteps = 16, kBlock = 16;
+  const int64_t per_seq = (kPrompt + 2 * kSteps + 8) / kBlock + 1;
+  auto pool = Take(GpuKvPool::Create(model.KvGeometry(kBlock),
+                                     static_cast<int32_t>(batch * per_seq), model.dtype()),
+                   "pool");
+  std::vector<std::vector<int32_t>> prompts, tables;
+  std::vector<engine::ChunkInput> chunks;
+  for (int64_t b = 0; b < batch; ++b) {
+    prompts.push_back(RandomIds(kPrompt, model.config().vocab_size, static_cast<uint32_t>(b + 3)));
+    tables.emplace_back(per_seq);
+    std::iota(tables.back().begin(), tables.back().end(), static_cast<int32_t>(b * per_seq));
+  }
+  for (int64_t b = 0; b < batch; ++b) {  // prefill, as many prompts a call as a chunk holds
+    chunks.push_back({prompts[b], 0, tables[b]});
+    if (static_cast<int64_t>(chunks.size() + 1) * kPrompt > model.options().max_chunk_tokens ||
+        b + 1 == batch) {
+      Check(model.Forward(chunks, *pool).status(), "prefill");
+      chunks.clear();
+    }
+  }
+  const int32_t token = 7;
+  int64_t start = kPrompt;
+  auto step = [&] {
+    std::vector<engine::ChunkInput> d;
+    for (int64_t b = 0; b < batch; ++b) d.push_back({{&token, 1}, start, tables[b]});
+    Check(model.Forward(d, *pool).status(), "decode step");
+    ++start;
+  };
+  model.SetDecodePath(true, true);
+  step();  // records the graph
+  gpu::Event t0 = Take(gpu::Event::Create(true), "event");
+  gpu::Event t1 = Take(gpu::Event::Create(true), "event");
+  Check(t0.Record(model.stream()), "record");
+  for (int i = 0; i < kSteps; ++i) step();
+  Check(t1.Record(model.stream()), "record");
+  Check(t1.Synchronize(), "sync");
+  const float ms = Take(gpu::Event::ElapsedMs(t0, t1), "elapsed");
+  std::printf(
+      "{\"what\": \"decode_batch_gpu_only\", \"path\": \"graphs\", \"batch\": %lld, "
+      "\"ms_per_step\": %.3f}\n",
+      static_cast<long long>(batch), ms / kSteps);
+  model.SetDecodePath(true, false);
+  step();
+  ProfileOps(model, "decode_batch_profile", batch, 4, [&] {
+    for (int i = 0; i < 4; ++i) step();
+  });
+  model.SetDecodePath(true, true);
 }
 
 void Decode(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler,
@@ -554,6 +609,7 @@ int Main(int argc, char** argv) {
   if (!f.batch.batches.empty()) {
     pool.reset();  // the batched runs make pools of their own
     engine_bench::DecodeBatches(*model, f.batch, c.copy_gbps);
+    for (int64_t batch : f.batch.batches) BatchDecodeGpuOnly(*model, batch);
   }
   return 0;
 }

@@ -1,8 +1,12 @@
 // GpuSampler::ChooseRows, the batched token choice (one launch, one copy back): for rows of random
 // logits — with ties, NaN, -inf, rows of nothing but -inf, rows that want no token, more rows than
 // the kernel has thread blocks — each greedy or sampled with its own temperature, top-k, top-p,
-// seed and step, it gives exactly the token Choose (the per-row path it replaces) and the CPU
-// reference (ops::ref::Sample) give. Skips without a GPU.
+// seed and step, it gives exactly the token Choose (the per-row path it replaces) gives, and on
+// rows of finite logits the token the CPU reference (ops::ref::Sample) gives. Rows with NaN or
+// nothing but -inf are the per-row GPU kernels' business only: the reference differs from them
+// there (its Argmax takes a NaN logits[0]; NaN or -inf - -inf poisons its sums, and it answers
+// its last kept rank), while the kernels never choose a NaN and answer the top token. Skips
+// without a GPU.
 #include "engine/gpu_sampler.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +20,9 @@
 
 namespace kvtier::engine {
 namespace {
+
+// Rows with NaN or nothing but -inf (see Logits).
+bool Degenerate(int64_t r) { return r % 7 == 2 || (r % 7 == 3 && r % 2 == 1); }
 
 // Row r's logits: normal(0, 3), with a few special rows.
 std::vector<float> Logits(int64_t rows, int64_t vocab, uint32_t seed) {
@@ -102,7 +109,9 @@ void ExpectRowsMatch(int64_t rows, int64_t vocab) {
     const int32_t ref =
         ops::ref::Sample(logits.data() + r * vocab, vocab, specs[r].params, specs[r].step);
     EXPECT_EQ((*batched)[r], *one) << "row " << r << " (per-row GPU path)";
-    EXPECT_EQ((*batched)[r], ref) << "row " << r << " (CPU reference)";
+    if (!Degenerate(r)) {
+      EXPECT_EQ((*batched)[r], ref) << "row " << r << " (CPU reference)";
+    }
   }
   KVTIER_ASSERT_OK(gpu::DeviceFree(dev));
 }
