@@ -199,6 +199,57 @@ TEST_F(ServeBenchTest, PrintsATableWithLatenciesAndCachedTokens) {
   }
 }
 
+// --duration keeps the records due in its first seconds (after --time-scale): the first 40
+// records arrive at 0, 3, 6 and 9 s of the trace, so at a thousandth of the speed a 5 ms run holds
+// the 26 of 0 and 3 s. --requests-out has one line per request sent, in trace order.
+TEST_F(ServeBenchTest, DurationKeepsTheRecordsDueInTimeAndEachRequestGetsALine) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  RequireServer();
+  size_t due = 0;
+  for (const Json& rec : FirstRecords(40)) due += rec["timestamp"].get<double>() <= 5000;
+  ASSERT_EQ(due, 26u);
+  const fs::path lines = TempRoot() / "requests.jsonl";
+  const ToolRun run = RunBench({"--trace",
+                                RealTrace(),
+                                "--port",
+                                Port(),
+                                "--vocab-size",
+                                std::to_string(vocab_),
+                                "--max-requests",
+                                "40",
+                                "--time-scale",
+                                "0.001",
+                                "--duration",
+                                "0.005",
+                                "--block-tokens",
+                                "4",
+                                "--max-output-tokens",
+                                "1",
+                                "--seed",
+                                "3",
+                                "--progress",
+                                "0",
+                                "--json",
+                                "--requests-out",
+                                lines.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const Json r = Json::parse(run.out);
+  EXPECT_EQ(r["requests"], due);
+  EXPECT_EQ(r["ok"], due);
+  EXPECT_DOUBLE_EQ(r["schedule_span_s"].get<double>(), 0.003);
+  std::ifstream in(lines);
+  std::string line;
+  size_t n = 0;
+  for (; std::getline(in, line); ++n) {
+    const Json q = Json::parse(line);
+    EXPECT_EQ(q["line"], n + 1);
+    EXPECT_EQ(q["http_status"], 200);
+    EXPECT_EQ(q["completion_tokens"], 1);
+    EXPECT_EQ(q["error_kind"], "");
+  }
+  EXPECT_EQ(n, due);
+}
+
 // A server that refuses every request (an unknown model: 404): each is counted as an error of its
 // kind, the exit code says some failed, and the first errors are shown naming the trace line.
 TEST_F(ServeBenchTest, RefusedRequestsAreCountedByKind) {

@@ -210,4 +210,30 @@ Json ToJson(const BenchReport& r) {
   return j;
 }
 
+std::string RequestLines(const std::vector<SentRequest>& sent, const DriverResult& result) {
+  std::string out;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    const SentRequest& q = sent[i];
+    const StreamResult& s = result.results[i];
+    Json j = {{"index", i},
+              {"line", q.line},
+              {"at_s", q.at_s},
+              {"send_lag_s", result.send_lag_s[i]},
+              {"prompt_tokens", q.prompt_tokens},
+              {"max_tokens", q.max_tokens},
+              {"truncated", q.truncated},
+              {"ideal_cached_tokens", q.ideal_cached_tokens},
+              {"http_status", s.http_status},
+              {"error_kind", s.error_kind},
+              {"error", s.error},
+              {"ttft_s", s.ttft_s >= 0 ? Json(s.ttft_s) : Json(nullptr)},
+              {"latency_s", s.latency_s},
+              {"completion_tokens", s.completion_tokens},
+              {"cached_tokens", s.cached_tokens},
+              {"finish_reason", s.finish_reason}};
+    out += j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  }
+  return out;
+}
+
 }  // namespace kvtier::serve_bench

@@ -40,6 +40,7 @@ struct RunInfo {
 // Per request, what the client knew before sending.
 struct SentRequest {
   uint64_t line = 0;  // in the trace
+  double at_s = 0;    // when it was due, after the start
   int64_t prompt_tokens = 0;
   int64_t max_tokens = 0;
   bool truncated = false;
@@ -65,5 +66,11 @@ BenchReport BuildReport(const RunInfo& info, const std::vector<SentRequest>& sen
 
 std::string FormatTable(const BenchReport& report);
 nlohmann::ordered_json ToJson(const BenchReport& report);
+
+// One JSON object per request (JSONL), in trace order: what was sent (trace line, due time, send
+// lag, prompt tokens, max_tokens, cut or not, the cold infinite-cache share) and what came back
+// (HTTP status, error kind and message, TTFT, latency, usage), for analyses the summary does not
+// make (TTFT against cached share, say).
+std::string RequestLines(const std::vector<SentRequest>& sent, const DriverResult& result);
 
 }  // namespace kvtier::serve_bench

@@ -1,10 +1,12 @@
 #include "tools/serve_bench/serve_bench_command.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -38,6 +40,7 @@ struct Flags {
   int read_timeout_s = 600;
   int progress_s = 10;
   bool json = false;
+  std::string requests_out;  // "": none
 };
 
 void AddFlags(CLI::App* cmd, Flags* f) {
@@ -82,6 +85,8 @@ void AddFlags(CLI::App* cmd, Flags* f) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "Print one JSON object instead of a table");
+  cmd->add_option("--requests-out", f->requests_out,
+                  "Also write one JSON object per request (JSONL) to this file");
 }
 
 // What /v1/models says about the served model.
@@ -136,6 +141,25 @@ std::optional<MetricSeries> Scrape(const tcp::endpoint& server, std::string* err
   return ParseMetrics(*text, "kvtier_serve_");
 }
 
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::UnavailableError(fmt::format("--requests-out {}: cannot write", path));
+  return absl::OkStatus();
+}
+
+// Every request is a connection: a run with thousands in flight needs more descriptors than the
+// usual soft limit of 1024. Raised to the hard limit; if that is not enough, the requests that
+// cannot connect are counted as "connect" errors.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 absl::StatusOr<int> Bench(const Flags& f) {
   KVTIER_ASSIGN_OR_RETURN(BenchTrace trace,
                           ReadBenchTrace(f.trace, {.max_requests = f.max_requests}));
@@ -165,11 +189,13 @@ absl::StatusOr<int> Bench(const Flags& f) {
   std::vector<SentRequest> sent;
   for (size_t i = 0; i < requests.size(); ++i) {
     sent.push_back({.line = requests[i].line,
+                    .at_s = arrivals[i],
                     .prompt_tokens = shapes[i].length,
                     .max_tokens = shapes[i].max_tokens,
                     .truncated = shapes[i].truncated(),
                     .ideal_cached_tokens = ideal[i]});
   }
+  RaiseDescriptorLimit();
   std::string metrics_error;
   const std::optional<MetricSeries> before = Scrape(server, &metrics_error);
   DriverOptions driver;
@@ -201,6 +227,10 @@ absl::StatusOr<int> Bench(const Flags& f) {
   report.metrics_error = metrics_error;
   const std::string out = f.json ? ToJson(report).dump(2) + "\n" : FormatTable(report);
   std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  // After the report: a file that cannot be written loses nothing else.
+  if (!f.requests_out.empty())
+    KVTIER_RETURN_IF_ERROR(WriteFile(f.requests_out, RequestLines(sent, result)));
   return report.ok == report.requests ? 0 : 3;
 }
 
