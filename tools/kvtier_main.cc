@@ -9,7 +9,6 @@
 #include "tools/replay/replay_command.h"
 #include "tools/serve/serve_command.h"
 #include "tools/serve_bench/serve_bench_command.h"
-#include "tools/serve_bench/serve_bench_command.h"
 #include "tools/stat/stat_command.h"
 #include "tools/synth/synth_command.h"
 
@@ -27,7 +26,6 @@ int main(int argc, char** argv) {
   kvtier::generate::RegisterGenerateCommand(app, &exit_code);
   kvtier::generate::RegisterMakeModelCommand(app, &exit_code);
   kvtier::serve::RegisterServeCommand(app, &exit_code);
-  kvtier::serve_bench::RegisterServeBenchCommand(app, &exit_code);
   kvtier::serve_bench::RegisterServeBenchCommand(app, &exit_code);
   // CLI11 would only say "A subcommand is required" for a mistyped one; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
