@@ -43,7 +43,7 @@ absl::StatusOr<int32_t> T0Slots(const client::Client& client, uint64_t slot_byte
   if (t0->slot_bytes != slot_bytes) {
     return absl::InvalidArgumentError(fmt::format(
         "engine KV in kvtierd: T0's slots are {} bytes, the engine's blocks {}: start kvtierd with "
-        "--t0.slot_bytes {} to attend in place",
+        "--t1.slot_bytes {} (T0 has T1's slot size) to attend in place",
         t0->slot_bytes, slot_bytes, slot_bytes));
   }
   if (t0->slots < 1 || t0->slots > static_cast<uint32_t>(INT32_MAX)) {

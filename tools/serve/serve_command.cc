@@ -13,7 +13,7 @@
 #include "engine/chat_template.h"
 #include "engine/cpu_backend.h"
 #include "engine/cpu_model.h"
-#include "engine/daemon_kv_blocks.h"
+#include "engine/daemon_engine.h"
 #include "engine/gpu_backend.h"
 #include "engine/gpu_model.h"
 #include "engine/llm_engine.h"
@@ -36,8 +36,8 @@ struct Loaded {
   std::unique_ptr<engine::CpuModel> cpu;
   std::unique_ptr<engine::GpuModel> gpu;
   std::unique_ptr<engine::Tokenizer> tokenizer;
-  std::unique_ptr<client::Client> daemon;  // --daemon: the engine's KV blocks are kvtierd's
-  std::string why_not_gpu;                 // auto chose the CPU: why
+  std::unique_ptr<engine::DaemonKv> daemon;  // --daemon: the engine's KV blocks are kvtierd's
+  std::string why_not_gpu;                   // auto chose the CPU: why
 
   const engine::ModelConfig& config() const { return gpu ? gpu->config() : cpu->config(); }
 };
@@ -81,35 +81,23 @@ engine::EngineOptions Options(const ServeFlags& f, int64_t max_model_len) {
   return options;
 }
 
-// The engine over kvtierd's T1 (engine/daemon_kv_blocks.h): the CPU backend attends in place.
+// The engine over kvtierd's slots (engine/daemon_engine.h): the CPU backend attends in T1, the
+// GPU backend in T0.
 absl::StatusOr<std::unique_ptr<engine::LlmEngine>> CreateDaemonEngine(const ServeFlags& f,
                                                                       Loaded& m,
                                                                       int64_t max_model_len) {
-  if (!m.cpu) {
-    return absl::FailedPreconditionError(
-        "--daemon: the GPU backend cannot keep its KV in kvtierd yet (T0); add --device cpu");
+  engine::DaemonEngineOptions o;
+  o.socket_path = f.daemon;
+  o.client_name = "kvtier-serve";
+  o.block_tokens = f.block_tokens;
+  o.engine = Options(f, max_model_len);
+  absl::StatusOr<engine::DaemonEngine> d = engine::CreateDaemonEngine(m.cpu.get(), m.gpu.get(), o);
+  if (!d.ok()) {
+    return absl::Status(d.status().code(),
+                        fmt::format("--daemon: {}", std::string(d.status().message())));
   }
-  client::ClientOptions co;
-  co.socket_path = f.daemon;
-  co.client_name = "kvtier-serve";
-  co.ns.model_id = m.cpu->config().name;
-  co.ns.dtype = "fp32";
-  co.ns.block_tokens = static_cast<uint32_t>(f.block_tokens);
-  absl::StatusOr<std::unique_ptr<client::Client>> c = client::Client::Connect(co);
-  if (!c.ok()) {
-    return absl::Status(c.status().code(), fmt::format("--daemon {}: {}", f.daemon,
-                                                       std::string(c.status().message())));
-  }
-  m.daemon = std::move(*c);
-  const ops::PagedKvGeometry geometry = m.cpu->KvGeometry(f.block_tokens);
-  KVTIER_ASSIGN_OR_RETURN(
-      std::unique_ptr<engine::DaemonKvBlocks> blocks,
-      engine::DaemonKvBlocks::Create(m.daemon.get(), f.block_tokens,
-                                     static_cast<uint64_t>(geometry.slot_elems()) * sizeof(float)));
-  KVTIER_ASSIGN_OR_RETURN(engine::CpuKvPool pool,
-                          engine::DaemonKvBlocks::CpuPool(m.daemon.get(), geometry));
-  return engine::LlmEngine::Create(std::make_unique<engine::CpuBackend>(*m.cpu, std::move(pool)),
-                                   std::move(blocks), Options(f, max_model_len));
+  m.daemon = std::move(d->kv);
+  return std::move(d->engine);
 }
 
 absl::StatusOr<std::unique_ptr<engine::LlmEngine>> CreateEngine(const ServeFlags& f, Loaded& m,

@@ -1,0 +1,181 @@
+// CreateDaemonEngine (engine/daemon_engine.h) against a real kvtierd: the CPU backend attends in
+// T1, the GPU backend in T0 (GPU tests skip, saying why, without one). Each gives the tokens the
+// same backend gives on a private pool; a second engine (another connection) finds the first one's
+// blocks in the tier they are in and says so per request (RequestOutput::prompt_cached_from); and
+// blocks the GPU hashed at publish reach T2 and come back after a restart with the same tokens
+// (T2 verifies each block's XXH3-64 as it writes it).
+#include "engine/daemon_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/cpu_backend.h"
+#include "engine/gpu_backend.h"
+#include "kernels/gpu_runtime.h"
+#include "tests/daemon/kvtierd_process.h"
+#include "tests/daemon/kvtierd_test_util.h"
+
+namespace kvtier::engine {
+namespace {
+
+using kvtier::testing::KvtierdProcess;
+
+constexpr int64_t kBlockTokens = 16;  // llama3 test model: 16 tokens = 8 KiB fp32, 4 KiB bf16
+constexpr const char* kModel = KVTIER_SOURCE_DIR "/tests/engine/data/models/llama3";
+
+std::vector<int32_t> Prompt(int64_t n, int32_t seed) {
+  std::vector<int32_t> t(n);
+  for (int64_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((seed * 131 + 17 * i * i + i) % 509);
+  return t;
+}
+
+std::vector<RequestOutput> RunAll(LlmEngine& engine, const std::vector<std::vector<int32_t>>& ps,
+                                  int32_t max_tokens) {
+  RequestOptions o;
+  o.max_tokens = max_tokens;
+  o.ignore_eos = true;
+  std::vector<uint64_t> ids;
+  for (const auto& p : ps) ids.push_back(engine.Add(p, o).value_or(0));
+  auto done = engine.RunUntilIdle();
+  EXPECT_TRUE(done.ok()) << done.status().ToString();
+  std::vector<RequestOutput> out(ps.size());
+  for (RequestOutput& r : done.value_or(std::vector<RequestOutput>{})) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] == r.id) out[i] = std::move(r);
+    }
+  }
+  return out;
+}
+
+const std::vector<std::vector<int32_t>>& Prompts() {
+  static const auto* p =
+      new std::vector<std::vector<int32_t>>{Prompt(40, 1), Prompt(70, 2), Prompt(23, 3)};
+  return *p;
+}
+
+class DaemonEngineTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& slot_bytes, bool t0) {
+    std::vector<std::string> flags = {
+        "--t1.capacity_bytes",    "4MiB", "--t1.slot_bytes",     slot_bytes,
+        "--t1.huge_pages",        "off",  "--t1.touch_threads",  "1",
+        "--t2.enabled",           "true", "--t2.capacity_bytes", "8MiB",
+        "--daemon.flush_on_stop", "true"};
+    if (t0) {
+      for (const char* f : {"--t0.enabled", "true", "--t0.capacity_bytes", "4MiB"})
+        flags.push_back(f);
+    }
+    auto d = KvtierdProcess::Start(dir_.path(), flags);
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = std::move(*d);
+  }
+
+  DaemonEngineOptions Options(const std::string& name) const {
+    DaemonEngineOptions o;
+    o.socket_path = daemon_->socket_path();
+    o.client_name = name;
+    o.block_tokens = kBlockTokens;
+    return o;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<KvtierdProcess> daemon_;
+};
+
+TEST_F(DaemonEngineTest, CpuEngineAttendsInT1AndASecondEngineHitsIt) {
+  auto model = CpuModel::Load(kModel);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto local = LlmEngine::Create(std::make_unique<CpuBackend>(**model, kBlockTokens, 64), {});
+  ASSERT_TRUE(local.ok()) << local.status();
+  const std::vector<RequestOutput> want = RunAll(**local, Prompts(), 10);
+  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false));
+  {
+    auto a = CreateDaemonEngine(model->get(), nullptr, Options("a"));
+    ASSERT_TRUE(a.ok()) << a.status() << "\n" << daemon_->Log();
+    EXPECT_EQ(a->kv->tier(), Tier::kT1);
+    const std::vector<RequestOutput> got = RunAll(*a->engine, Prompts(), 10);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << i;
+    EXPECT_GT(a->blocks->stats().published, 0);
+  }
+  auto b = CreateDaemonEngine(model->get(), nullptr, Options("b"));
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::vector<RequestOutput> again = RunAll(*b->engine, {Prompts()[1]}, 10);
+  EXPECT_EQ(again[0].tokens, want[1].tokens);
+  EXPECT_EQ(again[0].prompt_cached_from, (CachedBySource{0, 0, 64, 0}));  // (70 - 1) / 16 blocks
+}
+
+TEST_F(DaemonEngineTest, WrongSlotSizeNamesTheFlagToUse) {
+  auto model = CpuModel::Load(kModel);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NO_FATAL_FAILURE(Start("4KiB", false));
+  auto a = CreateDaemonEngine(model->get(), nullptr, Options("a"));
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(a.status().message().find("--t1.slot_bytes 8192"), std::string::npos) << a.status();
+}
+
+class DaemonEngineGpuTest : public DaemonEngineTest {
+ protected:
+  void SetUp() override {
+    if (const std::string why = gpu::UnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+    auto model = GpuModel::Load(kModel);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model);
+    auto local = GpuBackend::Create(*model_, kBlockTokens, 64);
+    ASSERT_TRUE(local.ok()) << local.status();
+    auto engine = LlmEngine::Create(std::move(*local), {});
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    want_ = RunAll(**engine, Prompts(), 10);
+  }
+
+  std::unique_ptr<GpuModel> model_;
+  std::vector<RequestOutput> want_;  // on a private pool
+};
+
+TEST_F(DaemonEngineGpuTest, EngineInT0GivesThePrivatePoolsTokensAndAnotherEngineHitsT0) {
+  ASSERT_NO_FATAL_FAILURE(Start("4KiB", true));
+  auto a = CreateDaemonEngine(nullptr, model_.get(), Options("a"));
+  ASSERT_TRUE(a.ok()) << a.status() << "\n" << daemon_->Log();
+  EXPECT_EQ(a->kv->tier(), Tier::kT0);
+  const std::vector<RequestOutput> got = RunAll(*a->engine, Prompts(), 10);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].tokens, want_[i].tokens) << i;
+  EXPECT_GT(a->blocks->stats().published, 0);
+  EXPECT_TRUE(a->blocks->status().ok()) << a->blocks->status();
+  auto b = CreateDaemonEngine(nullptr, model_.get(), Options("b"));
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::vector<RequestOutput> again = RunAll(*b->engine, {Prompts()[1]}, 10);
+  EXPECT_EQ(again[0].tokens, want_[1].tokens);
+  EXPECT_EQ(again[0].prompt_cached_from, (CachedBySource{0, 64, 0, 0}));
+}
+
+TEST_F(DaemonEngineGpuTest, BlocksHashedOnTheGpuComeBackFromT2AfterARestart) {
+  ASSERT_NO_FATAL_FAILURE(Start("4KiB", true));
+  {
+    auto a = CreateDaemonEngine(nullptr, model_.get(), Options("a"));
+    ASSERT_TRUE(a.ok()) << a.status() << "\n" << daemon_->Log();
+    RunAll(*a->engine, Prompts(), 10);
+  }
+  ASSERT_EQ(daemon_->Stop(), 0) << daemon_->Log();  // flush_on_stop: every block to T2
+  daemon_.reset();
+  ASSERT_NO_FATAL_FAILURE(Start("4KiB", true));
+  auto c = CreateDaemonEngine(nullptr, model_.get(), Options("c"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<RequestOutput> again = RunAll(*c->engine, Prompts(), 10);
+  for (size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again[i].tokens, want_[i].tokens) << i;
+  EXPECT_EQ(again[1].prompt_cached_from, (CachedBySource{0, 0, 0, 64}));
+  EXPECT_EQ(daemon_->Log().find("checksum mismatch"), std::string::npos) << daemon_->Log();
+}
+
+TEST_F(DaemonEngineGpuTest, ADaemonWithoutT0IsRefusedAndSaysSo) {
+  ASSERT_NO_FATAL_FAILURE(Start("4KiB", false));
+  auto a = CreateDaemonEngine(nullptr, model_.get(), Options("a"));
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition) << a.status();
+  EXPECT_NE(a.status().message().find("--t0.capacity_bytes"), std::string::npos) << a.status();
+}
+
+}  // namespace
+}  // namespace kvtier::engine
