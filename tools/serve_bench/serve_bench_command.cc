@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -160,6 +161,66 @@ void RaiseDescriptorLimit() {
   }
 }
 
+// What will be sent: the records due within --duration, their arrival times (scaled, from the
+// earliest record), prompt shapes and what the report needs of each.
+struct Plan {
+  std::vector<TraceRequest> requests;
+  std::vector<double> arrivals_s;
+  std::vector<PromptShape> shapes;
+  std::vector<SentRequest> sent;
+};
+
+Plan MakePlan(BenchTrace trace, const Flags& f, const PromptOptions& options) {
+  Plan p;
+  double first = std::numeric_limits<double>::infinity();
+  for (const TraceRequest& r : trace.requests) first = std::min(first, r.timestamp_ms);
+  for (TraceRequest& r : trace.requests) {
+    const double at = (r.timestamp_ms - first) / 1000 * f.time_scale;
+    if (f.duration_s > 0 && at > f.duration_s) continue;
+    p.arrivals_s.push_back(at);
+    p.shapes.push_back(ShapeOf(r, options));
+    p.requests.push_back(std::move(r));
+  }
+  const std::vector<int64_t> ideal = IdealCachedTokens(p.requests, p.shapes, options.block_tokens);
+  for (size_t i = 0; i < p.requests.size(); ++i) {
+    p.sent.push_back({.line = p.requests[i].line,
+                      .at_s = p.arrivals_s[i],
+                      .prompt_tokens = p.shapes[i].length,
+                      .max_tokens = p.shapes[i].max_tokens,
+                      .truncated = p.shapes[i].truncated(),
+                      .ideal_cached_tokens = ideal[i]});
+  }
+  return p;
+}
+
+DriverOptions MakeDriverOptions(const Flags& f, size_t requests) {
+  DriverOptions driver;
+  driver.max_in_flight = f.max_in_flight;
+  driver.read_timeout = std::chrono::seconds(f.read_timeout_s);
+  if (f.progress_s > 0) {
+    driver.progress_every = std::chrono::seconds(f.progress_s);
+    driver.on_progress = [requests](size_t ended, size_t in_flight, size_t errors) {
+      std::fprintf(stderr, "kvtier serve-bench: %zu/%zu ended, %zu in flight, %zu failed\n", ended,
+                   requests, in_flight, errors);
+    };
+  }
+  return driver;
+}
+
+RunInfo MakeRunInfo(const Flags& f, const ServedModel& model, const PromptOptions& options,
+                    const Plan& plan) {
+  const auto& a = plan.arrivals_s;
+  return {.trace = f.trace,
+          .server = fmt::format("{}:{}", f.host, f.port),
+          .model = model.name,
+          .max_model_len = model.max_model_len,
+          .trace_block_tokens = options.trace_block_tokens,
+          .block_tokens = options.block_tokens,
+          .time_scale = f.time_scale,
+          .max_in_flight = f.max_in_flight,
+          .schedule_span_s = a.empty() ? 0 : *std::max_element(a.begin(), a.end())};
+}
+
 absl::StatusOr<int> Bench(const Flags& f) {
   KVTIER_ASSIGN_OR_RETURN(BenchTrace trace,
                           ReadBenchTrace(f.trace, {.max_requests = f.max_requests}));
@@ -173,55 +234,15 @@ absl::StatusOr<int> Bench(const Flags& f) {
       .max_prompt_tokens = f.max_prompt_tokens,
       .max_output_tokens = f.max_output_tokens,
       .max_model_len = model.max_model_len};
-  // The arrivals, scaled and cut at --duration; the requests past it are not sent.
-  std::vector<double> arrivals;
-  std::vector<TraceRequest> requests;
-  const double first = trace.requests.empty() ? 0 : trace.requests.front().timestamp_ms;
-  for (TraceRequest& r : trace.requests) {
-    const double at = std::max(0.0, r.timestamp_ms - first) / 1000 * f.time_scale;
-    if (f.duration_s > 0 && at > f.duration_s) continue;
-    arrivals.push_back(at);
-    requests.push_back(std::move(r));
-  }
-  std::vector<PromptShape> shapes;
-  for (const TraceRequest& r : requests) shapes.push_back(ShapeOf(r, options));
-  const std::vector<int64_t> ideal = IdealCachedTokens(requests, shapes, options.block_tokens);
-  std::vector<SentRequest> sent;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    sent.push_back({.line = requests[i].line,
-                    .at_s = arrivals[i],
-                    .prompt_tokens = shapes[i].length,
-                    .max_tokens = shapes[i].max_tokens,
-                    .truncated = shapes[i].truncated(),
-                    .ideal_cached_tokens = ideal[i]});
-  }
+  const Plan plan = MakePlan(std::move(trace), f, options);
   RaiseDescriptorLimit();
   std::string metrics_error;
   const std::optional<MetricSeries> before = Scrape(server, &metrics_error);
-  DriverOptions driver;
-  driver.max_in_flight = f.max_in_flight;
-  driver.read_timeout = std::chrono::seconds(f.read_timeout_s);
-  if (f.progress_s > 0) {
-    driver.progress_every = std::chrono::seconds(f.progress_s);
-    driver.on_progress = [n = requests.size()](size_t ended, size_t in_flight, size_t errors) {
-      std::fprintf(stderr, "kvtier serve-bench: %zu/%zu ended, %zu in flight, %zu failed\n", ended,
-                   n, in_flight, errors);
-    };
-  }
   const DriverResult result = RunSchedule(
-      server, arrivals, [&](size_t i) { return Body(model, requests[i], shapes[i], options); },
-      driver);
-  RunInfo info{.trace = f.trace,
-               .server = fmt::format("{}:{}", f.host, f.port),
-               .model = model.name,
-               .max_model_len = model.max_model_len,
-               .trace_block_tokens = trace.block_tokens,
-               .block_tokens = options.block_tokens,
-               .time_scale = f.time_scale,
-               .max_in_flight = f.max_in_flight,
-               .schedule_span_s =
-                   arrivals.empty() ? 0 : *std::max_element(arrivals.begin(), arrivals.end())};
-  BenchReport report = BuildReport(info, sent, result);
+      server, plan.arrivals_s,
+      [&](size_t i) { return Body(model, plan.requests[i], plan.shapes[i], options); },
+      MakeDriverOptions(f, plan.requests.size()));
+  BenchReport report = BuildReport(MakeRunInfo(f, model, options, plan), plan.sent, result);
   const std::optional<MetricSeries> after = Scrape(server, &metrics_error);
   if (before.has_value() && after.has_value()) report.metrics_delta = Delta(*before, *after);
   report.metrics_error = metrics_error;
@@ -230,7 +251,7 @@ absl::StatusOr<int> Bench(const Flags& f) {
   std::fflush(stdout);
   // After the report: a file that cannot be written loses nothing else.
   if (!f.requests_out.empty())
-    KVTIER_RETURN_IF_ERROR(WriteFile(f.requests_out, RequestLines(sent, result)));
+    KVTIER_RETURN_IF_ERROR(WriteFile(f.requests_out, RequestLines(plan.sent, result)));
   return report.ok == report.requests ? 0 : 3;
 }
 
