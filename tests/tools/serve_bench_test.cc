@@ -1,9 +1,9 @@
 // `kvtier serve-bench` as an operator runs it: the real kvtier binary replaying the first records
 // of the real Mooncake trace against a real `kvtier serve` (a random-weight Qwen3-architecture
-// model on the CPU backend, as serve_cli_test makes it), its JSON report checked against the trace
-// and against the server's own /metrics; errors (a server answering 404, a stream cut mid-way by a
-// stand-in server in this process) counted by kind, never dropped; a malformed trace line named by
-// file:line.
+// model on the CPU backend, as serve_cli_test makes it; alone, and on a real kvtierd), its JSON
+// report checked against the trace and against the server's own /metrics; errors (a server
+// answering 404, a stream cut mid-way by a stand-in server in this process) counted by kind, never
+// dropped; a malformed trace line named by file:line.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/daemon/kvtierd_process.h"
 #include "tests/tools/serve_test_util.h"
 
 namespace kvtier::serve_test {
@@ -196,6 +197,70 @@ TEST_F(ServeBenchTest, PrintsATableWithLatenciesAndCachedTokens) {
        {"3 sent, 3 ok, 0 failed", "TTFT", "inter-token", "requests/s", "output tokens/s", "cached",
         "an infinite cache", "prompt tokens by source"}) {
     EXPECT_NE(run.out.find(want), std::string::npos) << want << " not in:\n" << run.out;
+  }
+}
+
+// With --daemon the KV lives in kvtierd's T1: a second server on the same daemon replaying the
+// same records finds every full block the first one computed, beyond the cold-cache ceiling, and
+// /metrics counts them as served from t1 -- the docs' with/without-tiers figure in miniature.
+TEST_F(ServeBenchTest, OnADaemonASecondServerFindsTheFirstServersBlocksInT1) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  RequireServer();
+  constexpr int kRequests = 12, kBlock = 16, kMaxOut = 2;
+  const Json config = Json::parse(ReadAll(fs::path(model_) / "config.json"));
+  // One block's fp32 K/V: tokens x layers x (K, V) x kv heads x head_dim x 4 bytes.
+  const int64_t slot_bytes = int64_t{kBlock} * config["num_hidden_layers"].get<int64_t>() * 2 *
+                             config["num_key_value_heads"].get<int64_t>() *
+                             config["head_dim"].get<int64_t>() * 4;
+  kvtier::testing::TempDir dir;
+  auto daemon = kvtier::testing::KvtierdProcess::Start(
+      dir.path(), {"--t1.capacity_bytes", "8MiB", "--t1.slot_bytes", std::to_string(slot_bytes),
+                   "--t1.touch_threads", "1", "--t1.huge_pages", "off", "--t2.enabled", "false"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  Json runs[2];
+  for (Json& run : runs) {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(
+        Binary(), {"serve", "--model", model_, "--device", "cpu", "--port", "0",
+                   "--served-model-name", kModelName, "--daemon", (*daemon)->socket_path()}))
+        << server.output();
+    const ToolRun bench = RunBench({"--trace",
+                                    RealTrace(),
+                                    "--port",
+                                    std::to_string(server.port()),
+                                    "--vocab-size",
+                                    std::to_string(vocab_),
+                                    "--max-requests",
+                                    std::to_string(kRequests),
+                                    "--block-tokens",
+                                    std::to_string(kBlock),
+                                    "--max-output-tokens",
+                                    std::to_string(kMaxOut),
+                                    "--time-scale",
+                                    "0",
+                                    "--max-in-flight",
+                                    "1",
+                                    "--seed",
+                                    "5",
+                                    "--progress",
+                                    "0",
+                                    "--json"});
+    ASSERT_EQ(bench.exit_code, 0) << bench.out << bench.err;
+    run = Json::parse(bench.out);
+    EXPECT_EQ(server.Stop(), 0) << server.output();
+  }
+  const int64_t prompt = runs[1]["prompt_tokens"];
+  EXPECT_EQ(runs[0]["prompt_tokens"], prompt);
+  EXPECT_EQ(runs[0]["cached_tokens"], (kRequests - 1) * kBlock);  // the shared first block
+  EXPECT_EQ(runs[1]["ideal_cached_tokens"], (kRequests - 1) * kBlock);
+  // Every full block but the one holding a prompt's last token, which is always computed.
+  EXPECT_GE(runs[1]["cached_tokens"].get<int64_t>(), prompt - kRequests * kBlock);
+  for (const Json& run : runs) {
+    ASSERT_TRUE(run["metrics"].is_object()) << run.dump();
+    const Json& by_source = run["metrics"]["prompt_tokens_by_source"];
+    EXPECT_EQ(by_source.value("t1", 0.0), run["cached_tokens"].get<double>()) << by_source;
+    EXPECT_EQ(by_source.value("computed", 0.0),
+              run["prompt_tokens"].get<double>() - run["cached_tokens"].get<double>());
   }
 }
 
