@@ -45,11 +45,12 @@ absl::Status GpuDecodeInputs::Ensure(int64_t bytes, int64_t workspace_bytes, int
     bytes_ = grown;
   }
   if (workspace_bytes > workspace_bytes_) {
+    const int64_t grown = std::max(workspace_bytes, 2 * workspace_bytes_);
     KVTIER_RETURN_IF_ERROR(gpu::DeviceFree(workspace_));
     workspace_ = nullptr;
     workspace_bytes_ = 0;
-    KVTIER_ASSIGN_OR_RETURN(workspace_, gpu::DeviceAlloc(static_cast<size_t>(workspace_bytes)));
-    workspace_bytes_ = workspace_bytes;
+    KVTIER_ASSIGN_OR_RETURN(workspace_, gpu::DeviceAlloc(static_cast<size_t>(grown)));
+    workspace_bytes_ = grown;
   }
   if (trash_bytes > trash_bytes_) {
     KVTIER_RETURN_IF_ERROR(gpu::DeviceFree(trash_));
@@ -78,13 +79,15 @@ absl::StatusOr<int32_t> GpuDecodeInputs::TrashSlot(const GpuKvPool& pool) const 
 }
 
 absl::StatusOr<StepInputs> GpuDecodeInputs::Upload(const ForwardPlan& plan, int64_t rows,
-                                                   int64_t stride, const ModelConfig& config,
-                                                   const GpuKvPool& pool,
+                                                   int64_t stride, int64_t max_stride,
+                                                   const ModelConfig& config, const GpuKvPool& pool,
                                                    gpu::StreamHandle stream) {
   const int64_t b = plan.batch, bt = pool.geometry().block_tokens;
   const int64_t ids = 8 * rows, positions = 12 * rows, indptr = 16 * rows,
                 kv_lens = indptr + 4 * (rows + 1), table = kv_lens + 4 * rows,
                 bytes = table + 4 * rows * stride;
+  // The same layout's size for the most rows and the longest tables.
+  const int64_t most_bytes = 24 * kMaxBatch + 4 + 4 * kMaxBatch * std::max(stride, max_stride);
   const ops::AttentionParams params{.kv = {.layers = 1,
                                            .block_tokens = 1,
                                            .kv_heads = config.num_kv_heads,
@@ -93,7 +96,8 @@ absl::StatusOr<StepInputs> GpuDecodeInputs::Upload(const ForwardPlan& plan, int6
   if (staged_.handle() != nullptr) {
     KVTIER_RETURN_IF_ERROR(staged_.Synchronize());  // the last upload has read the staging
   }
-  KVTIER_RETURN_IF_ERROR(Ensure(bytes, ops::gpu::AttentionDecodeWorkspaceBytes(params, rows),
+  KVTIER_RETURN_IF_ERROR(Ensure(std::max(bytes, most_bytes),
+                                ops::gpu::AttentionDecodeWorkspaceBytes(params, rows),
                                 4 * pool.geometry().slot_elems()));
   KVTIER_ASSIGN_OR_RETURN(const int32_t trash, TrashSlot(pool));
   char* host = static_cast<char*>(staging_);

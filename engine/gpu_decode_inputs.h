@@ -41,23 +41,25 @@ class GpuDecodeInputs {
   GpuDecodeInputs(const GpuDecodeInputs&) = delete;
   GpuDecodeInputs& operator=(const GpuDecodeInputs&) = delete;
 
-  // Stages the decode-only `plan` (plan.batch <= rows; every kv_len <= stride * block_tokens) as
-  // `rows` rows with padding, and enqueues the upload on `stream`. Waits first until the previous
-  // upload has read the staging memory; grows the buffers (waiting for the device: enqueued work
-  // may read them) when they are too small, which moves them (base() and workspace() change).
-  // Also sizes the decode attention workspace for `rows` sequences. OutOfRange when no trash slot
-  // index fits an int32 for this pool (the step must run without a graph).
+  // Stages the decode-only `plan` (plan.batch <= rows <= kMaxBatch; every kv_len <= stride *
+  // block_tokens) as `rows` rows with padding, and enqueues the upload on `stream`. Waits first
+  // until the previous upload has read the staging memory. The buffers are allocated on first use
+  // for kMaxBatch rows and tables of max_stride entries (the longest a step can need), so they do
+  // not move as contexts grow; the decode attention workspace grows, doubling, with the rows (it
+  // waits for the device first: enqueued work may read it). Either move changes base() or
+  // workspace(), which drops the recordings. OutOfRange when no trash slot index fits an int32
+  // for this pool (the step must run without a graph).
   absl::StatusOr<StepInputs> Upload(const ForwardPlan& plan, int64_t rows, int64_t stride,
-                                    const ModelConfig& config, const GpuKvPool& pool,
-                                    gpu::StreamHandle stream);
+                                    int64_t max_stride, const ModelConfig& config,
+                                    const GpuKvPool& pool, gpu::StreamHandle stream);
 
   const void* base() const { return device_; }
   void* workspace() const { return workspace_; }
   int64_t workspace_bytes() const { return workspace_bytes_; }
 
  private:
-  // Grows (device_, staging_) to `bytes`, workspace_ to `workspace_bytes`, trash_ to
-  // `trash_bytes`.
+  // Grows (device_, staging_) to `bytes`, workspace_ to at least `workspace_bytes` (doubling),
+  // trash_ to `trash_bytes`.
   absl::Status Ensure(int64_t bytes, int64_t workspace_bytes, int64_t trash_bytes);
   // The slot index whose address in `pool` is inside trash_ (a whole slot of it).
   absl::StatusOr<int32_t> TrashSlot(const GpuKvPool& pool) const;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -36,6 +37,12 @@ template <typename P>
 P* At(P* base, int64_t i) {
   using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
   return reinterpret_cast<P*>(reinterpret_cast<Byte*>(base) + 2 * i);
+}
+
+// Logits rows to make room for when a step has `rows`: a power of two, so that the buffer grows
+// (moving, which drops the recorded graphs that hold it) a few times at most.
+int64_t RowsRoom(int64_t rows) {
+  return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(rows)));
 }
 
 }  // namespace
@@ -174,7 +181,7 @@ absl::StatusOr<const float*> GpuModel::Forward(std::span<const ChunkInput> batch
   step.max_q_len = plan.max_q_len;
   if (!plan.decode_only()) step.gather = plan.last_rows;
   step.pool = &pool;
-  KVTIER_ASSIGN_OR_RETURN(step.logits, scratch_->EnsureLogitsRows(plan.batch));
+  KVTIER_ASSIGN_OR_RETURN(step.logits, scratch_->EnsureLogitsRows(RowsRoom(plan.batch)));
   KVTIER_ASSIGN_OR_RETURN(step.in, scratch_->UploadPlan(plan, config_, stream()));
   step.workspace = scratch_->batch_decode_workspace();
   step.workspace_bytes = scratch_->batch_decode_workspace_bytes();
@@ -190,10 +197,12 @@ absl::StatusOr<const float*> GpuModel::ForwardDecodeGraph(const ForwardPlan& pla
   step.max_kv_len = GpuDecodeGraphs::Bucket(plan.max_kv_len);
   step.max_q_len = 1;
   step.pool = &pool;
-  KVTIER_ASSIGN_OR_RETURN(step.logits, scratch_->EnsureLogitsRows(rows));
+  KVTIER_ASSIGN_OR_RETURN(step.logits, scratch_->EnsureLogitsRows(RowsRoom(rows)));
   const int64_t stride = (step.max_kv_len + bt - 1) / bt;
-  KVTIER_ASSIGN_OR_RETURN(step.in,
-                          decode_inputs_.Upload(plan, rows, stride, config_, pool, stream()));
+  const int64_t max_stride =
+      (GpuDecodeGraphs::Bucket(config_.max_position_embeddings) + bt - 1) / bt;
+  KVTIER_ASSIGN_OR_RETURN(
+      step.in, decode_inputs_.Upload(plan, rows, stride, max_stride, config_, pool, stream()));
   step.workspace = decode_inputs_.workspace();
   step.workspace_bytes = decode_inputs_.workspace_bytes();
   KVTIER_RETURN_IF_ERROR(batch_graphs_.Launch(
