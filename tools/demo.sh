@@ -71,6 +71,11 @@ done
 # The GPU backend exists in a CUDA build only.
 GPU_BUILD=0
 if grep -qs '^KVTIER_CUDA:BOOL=ON' "$BIN_DIR/CMakeCache.txt"; then GPU_BUILD=1; fi
+if [[ $DEVICE == gpu && ($HAVE_GPU == 0 || $GPU_BUILD == 0) ]]; then
+  echo "demo.sh: --device gpu: $([[ $HAVE_GPU == 0 ]] && echo "nvidia-smi sees no GPU" ||
+    echo "$BIN_DIR is a CPU-only build") (--device auto runs the CPU backend instead)" >&2
+  exit 1
+fi
 ON_GPU=0
 if [[ $DEVICE == gpu || ($DEVICE == auto && $HAVE_GPU == 1 && $GPU_BUILD == 1) ]]; then ON_GPU=1; fi
 if [[ $ON_GPU == 0 ]]; then
@@ -83,36 +88,42 @@ if [[ $ON_GPU == 0 ]]; then
   fi
 fi
 
-# ---- 2. The model. ----
-RANDOM_MODEL=0
-if [[ -z "$MODEL" ]]; then
-  RANDOM_MODEL=1
-  TOKENIZER=$ROOT/third_party/tokenizers/qwen3
-  [[ -f $TOKENIZER/tokenizer.json ]] || { echo "demo.sh: $TOKENIZER is missing: run tools/setup.sh" >&2; exit 1; }
+# ---- 2. The model (and the prompt's length): sized for the device. ----
+GIVEN_MODEL=$MODEL GIVEN_WORDS=$WORDS RANDOM_MODEL=0
+choose_model() {
+  MODEL=$GIVEN_MODEL WORDS=$GIVEN_WORDS
+  if [[ -z "$WORDS" ]]; then
+    if [[ $TINY == 1 ]]; then WORDS=120; elif [[ $ON_GPU == 1 ]]; then WORDS=4000; else WORDS=600; fi
+  fi
+  if [[ -n "$MODEL" ]]; then
+    [[ -f $MODEL/config.json ]] || { echo "demo.sh: --model $MODEL: no config.json there" >&2; exit 1; }
+    return 0
+  fi
+  local tokenizer=$ROOT/third_party/tokenizers/qwen3 size args
+  [[ -f $tokenizer/tokenizer.json ]] || { echo "demo.sh: $tokenizer is missing: run tools/setup.sh" >&2; exit 1; }
   if [[ $TINY == 1 ]]; then
-    SIZE=tiny ARGS=(--layers 2 --hidden 64 --heads 4 --kv-heads 2 --max-position 4096)
+    size=tiny args=(--layers 2 --hidden 64 --heads 4 --kv-heads 2 --max-position 4096)
   elif [[ $ON_GPU == 1 ]]; then  # Qwen3-0.6B's shape
-    SIZE=qwen3-0.6b ARGS=(--layers 28 --hidden 1024 --heads 16 --kv-heads 8 --head-dim 128
+    size=qwen3-0.6b args=(--layers 28 --hidden 1024 --heads 16 --kv-heads 8 --head-dim 128
       --intermediate 3072 --max-position 40960)
   else  # small enough for fp32 on a few CPU cores, large enough that prefill takes a while
-    SIZE=cpu ARGS=(--layers 4 --hidden 256 --heads 4 --kv-heads 2 --max-position 8192)
+    size=cpu args=(--layers 4 --hidden 256 --heads 4 --kv-heads 2 --max-position 8192)
   fi
-  MODEL=$BIN_DIR/demo-model-$SIZE
+  MODEL=$BIN_DIR/demo-model-$size
   if [[ ! -f $MODEL/model.safetensors ]]; then
     say "making a random-weight Qwen3-architecture model in $MODEL"
     rm -rf "$MODEL.tmp"
-    "$KVTIER" make-model --out "$MODEL.tmp" --tokenizer "$TOKENIZER" --arch qwen3 "${ARGS[@]}" \
+    "$KVTIER" make-model --out "$MODEL.tmp" --tokenizer "$tokenizer" --arch qwen3 "${args[@]}" \
       >"$BIN_DIR/demo-model.log" 2>&1 || { cat "$BIN_DIR/demo-model.log" >&2; exit 1; }
     mv "$MODEL.tmp" "$MODEL"
     grep -m1 'wrote' "$BIN_DIR/demo-model.log" | sed "s|$MODEL.tmp|$MODEL|; s|^kvtier make-model: |   |"
   fi
+  if [[ $RANDOM_MODEL == 1 ]]; then return 0; fi  # said already
   say "the model has RANDOM weights (no download here): its text is meaningless; the timings and"
   say "the cache are real. Give --model DIR (a Hugging Face directory) for real text."
-fi
-[[ -f $MODEL/config.json ]] || { echo "demo.sh: --model $MODEL: no config.json there" >&2; exit 1; }
-if [[ -z "$WORDS" ]]; then
-  if [[ $TINY == 1 ]]; then WORDS=120; elif [[ $ON_GPU == 1 ]]; then WORDS=4000; else WORDS=600; fi
-fi
+  RANDOM_MODEL=1
+}
+choose_model
 
 # One KV block of the engine in bytes: block_tokens x layers x 2 (K, V) x kv_heads x head_dim x
 # the element size (fp32 on the CPU, bf16/fp16 on the GPU).
@@ -131,13 +142,21 @@ PY
 # ---- 3. kvtierd and kvtier serve, stopped on any exit. ----
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/kvtier-demo.XXXXXX")
 SOCKET=$DATA/kvtierd.sock
-DAEMON_PID="" SERVE_PID=""
+DAEMON_PID="" SERVE_PID="" INTERRUPTED=0
+said_stopped() {  # said_stopped NAME STATUS
+  if [[ $2 == 0 ]]; then say "$1 stopped"; else say "$1 exited with status $2"; fi
+}
 stop() {  # stop PID NAME: SIGTERM, wait, say how it ended
   local pid=$1 name=$2 rc=0
-  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
+  [[ -n "$pid" ]] || return 0
+  if [[ $INTERRUPTED == 1 ]]; then
+    # Ctrl-C reached the whole process group: give it a moment to stop on that one signal (a
+    # second one stops kvtier serve at once, without draining).
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   kill -TERM "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || rc=$?
-  if [[ $rc == 0 ]]; then say "$name stopped"; else say "$name exited with status $rc"; fi
+  said_stopped "$name" "$rc"
 }
 cleanup() {
   local rc=$?
@@ -148,7 +167,7 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
+trap 'INTERRUPTED=1; exit 130' INT
 trap 'exit 143' TERM
 
 # wait_for FILE PATTERN PID WHAT: until FILE has a line matching PATTERN (or PID is gone).
@@ -191,20 +210,21 @@ start_server() {  # start_server DEVICE
 }
 
 if [[ $ON_GPU == 1 ]]; then
-  start_daemon 2
-  if ! start_server "$DEVICE"; then
-    # Until the GPU engine can keep its KV in kvtierd's T0, serve refuses --daemon on the GPU.
-    say "kvtier serve could not run on the GPU with --daemon (above): the CPU backend runs it instead"
-    SERVE_PID=""
+  if ! { start_daemon 2 && start_server "$DEVICE"; }; then
+    # kvtierd without its T0 pool, or a serve that cannot keep the GPU engine's KV in kvtierd.
+    [[ $DEVICE == auto ]] || exit 1
+    say "the GPU engine could not run on kvtierd (above): the CPU backend (fp32) runs the demo instead"
+    stop "$SERVE_PID" "kvtier serve"
     stop "$DAEMON_PID" kvtierd
-    DAEMON_PID="" ON_GPU=0
+    SERVE_PID="" DAEMON_PID="" ON_GPU=0
     rm -rf "$DATA/data"
+    choose_model
     start_daemon 4
     start_server cpu
   fi
 else
   start_daemon 4
-  start_server "$([[ $DEVICE == gpu ]] && echo gpu || echo cpu)"
+  start_server cpu
 fi
 grep -v '^info' "$DATA/serve.log" | grep -v 'serving .* on http://' | sed 's/^/   /' || true
 LINE=$(grep -m1 'serving .* on http://' "$DATA/serve.log")
@@ -220,5 +240,10 @@ if [[ $RANDOM_MODEL == 1 ]]; then say "(random weights: the text above is meanin
 # ---- 5. Stop (the trap), or keep serving. ----
 if [[ $KEEP_SERVING == 1 ]]; then
   say "serving on $URL (model name \"demo\"; metrics at $URL/metrics); Ctrl-C stops both"
-  wait "$SERVE_PID" || true
+  rc=0
+  wait "$SERVE_PID" || rc=$?
+  if [[ $rc -le 128 ]]; then  # it stopped by itself (not our trap interrupting the wait)
+    said_stopped "kvtier serve" "$rc"
+    SERVE_PID=""
+  fi
 fi
