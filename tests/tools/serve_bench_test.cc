@@ -335,13 +335,21 @@ TEST_F(ServeBenchTest, RefusedRequestsAreCountedByKind) {
 }
 
 // A stand-in server in this process: /v1/models lists a model, /metrics is 404 (a server without
-// metrics), and every completion stream is cut after its first event.
-class CuttingServer {
+// metrics), and the completion streams are the given ones in turn (connections are served one at a
+// time, so each is used equally often whatever order the requests come in).
+class StandInServer {
  public:
-  CuttingServer() : acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+  struct Stream {
+    std::string events;  // SSE bytes
+    bool ends = true;    // false: the connection closes mid-body (no last chunk)
+  };
+
+  explicit StandInServer(std::vector<Stream> streams)
+      : streams_(std::move(streams)),
+        acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
     thread_ = std::thread([this] { Serve(); });
   }
-  ~CuttingServer() {
+  ~StandInServer() {
     beast::error_code ignored;
     stopping_ = true;
     // Wake the blocked accept with a connection of our own.
@@ -351,7 +359,32 @@ class CuttingServer {
   }
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
 
+  static constexpr const char* kContent =
+      "data: {\"choices\":[{\"index\":0,\"text\":\"x\",\"finish_reason\":null}]}\n\n";
+  static constexpr const char* kLast =
+      "data: {\"choices\":[{\"index\":0,\"text\":\"y\",\"finish_reason\":\"length\"}]}\n\n";
+  static constexpr const char* kUsage =
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":2,"
+      "\"total_tokens\":10,\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\n";
+  static constexpr const char* kDone = "data: [DONE]\n\n";
+
  private:
+  static std::string Plain(const std::string& status, const std::string& body) {
+    return "HTTP/1.1 " + status + "\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\nConnection: close\r\n\r\n" + body;
+  }
+
+  std::string Completion() {
+    const Stream& s = streams_[next_++ % streams_.size()];
+    std::ostringstream out;
+    out << "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked"
+        << "\r\n\r\n"
+        << std::hex << s.events.size() << "\r\n"
+        << s.events << "\r\n";
+    if (s.ends) out << "0\r\n\r\n";
+    return out.str();
+  }
+
   void Serve() {
     while (!stopping_) {
       tcp::socket s(io_);
@@ -362,38 +395,54 @@ class CuttingServer {
       http::request<http::string_body> req;
       http::read(s, buffer, req, ec);
       if (ec) continue;
-      std::string answer;
-      if (req.target() == "/v1/models") {
-        const std::string body = R"({"object":"list","data":[{"id":"cut","max_model_len":4096}]})";
-        answer = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
-                 "\r\nConnection: close\r\n\r\n" + body;
-      } else if (req.target() == "/v1/completions") {
-        const std::string event =
-            R"(data: {"choices":[{"index":0,"text":"x","finish_reason":null}]})"
-            "\n\n";
-        std::ostringstream chunk;
-        chunk << std::hex << event.size() << "\r\n" << event << "\r\n";
-        answer =
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            "Transfer-Encoding: chunked\r\n\r\n" +
-            chunk.str();
-      } else {
-        answer = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-      }
+      const std::string answer =
+          req.target() == "/v1/models"
+              ? Plain("200 OK", R"({"object":"list","data":[{"id":"m","max_model_len":4096}]})")
+          : req.target() == "/v1/completions" ? Completion()
+                                              : Plain("404 Not Found", "");
       asio::write(s, asio::buffer(answer), ec);
       s.shutdown(tcp::socket::shutdown_both, ec);
     }
   }
 
+  const std::vector<Stream> streams_;
+  size_t next_ = 0;
   asio::io_context io_;
   tcp::acceptor acceptor_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
 
+// Every way a stream can go wrong is counted as its own kind (and a whole one as a success).
+TEST_F(ServeBenchTest, EveryKindOfBadStreamIsCountedAsItsKind) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  using S = StandInServer;
+  const std::string content = S::kContent, last = S::kLast, usage = S::kUsage, done = S::kDone;
+  const std::string error = "data: {\"error\":{\"message\":\"engine failed\"}}\n\n";
+  StandInServer server({
+      {content + last + usage + done},           // whole
+      {content, /*ends=*/false},                 // cut
+      {content + error + done},                  // an error event
+      {content + last + done},                   // no usage chunk
+      {content + "event: nonsense\n\n" + done},  // not a data event
+  });
+  const ToolRun run = RunBench({"--trace", RealTrace(), "--port", std::to_string(server.port()),
+                                "--vocab-size", "1000", "--max-requests", "10", "--block-tokens",
+                                "4", "--time-scale", "0", "--progress", "0", "--json"});
+  ASSERT_EQ(run.exit_code, 3) << run.out << run.err;
+  const Json r = Json::parse(run.out);
+  EXPECT_EQ(r["requests"], 10);
+  EXPECT_EQ(r["ok"], 2);
+  EXPECT_EQ(r["errors"],
+            Json({{"broken stream", 2}, {"error event", 2}, {"no usage", 2}, {"bad event", 2}}));
+  EXPECT_EQ(r["completion_tokens"], 4);  // the two whole streams' usage
+  EXPECT_EQ(r["cached_tokens"], 8);
+  EXPECT_EQ(r["ttft_s"]["n"], 2);
+}
+
 TEST_F(ServeBenchTest, BrokenStreamsAreCountedAndMissingMetricsAreSaidNotFatal) {
   if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
-  CuttingServer server;
+  StandInServer server({{StandInServer::kContent, /*ends=*/false}});
   const ToolRun run = RunBench({"--trace", RealTrace(), "--port", std::to_string(server.port()),
                                 "--vocab-size", "1000", "--max-requests", "4", "--block-tokens",
                                 "4", "--time-scale", "0", "--progress", "0", "--json"});
@@ -437,7 +486,7 @@ TEST_F(ServeBenchTest, ABadTraceLineIsNamedByFileAndLine) {
 // /v1/models does not say the vocabulary's size: the error says which flag to pass.
 TEST_F(ServeBenchTest, WithoutAVocabularySizeTheErrorNamesTheFlag) {
   if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
-  CuttingServer server;
+  StandInServer server({{StandInServer::kDone}});
   const ToolRun run = RunBench(
       {"--trace", RealTrace(), "--port", std::to_string(server.port()), "--max-requests", "1"});
   EXPECT_EQ(run.exit_code, 1);
