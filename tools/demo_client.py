@@ -2,6 +2,8 @@
 """tools/demo.sh's client: sends one long prompt twice to a running `kvtier serve` and prints each
 request's time to first token and where the second one's prompt KV came from.
 
+A short unrelated warm-up request goes first, so the two measured requests differ only by the cache.
+
 Python's standard library only (urllib). Each request is a streamed completion
 (`"stream": true`); its time to first token is from sending the request to the first server-sent
 event that carries text. Where the prompt's KV came from is read from the server's /metrics:
@@ -104,6 +106,9 @@ def main():
     a = ap.parse_args()
 
     prompt = prompt_of(a.prompt_words)
+    # A short unrelated request first, so that neither measured one pays for a cold server (the
+    # weights' pages, first allocations): the two differ only by the cache.
+    stream(a.url, a.model, "Warm-up.", 2)
     ttft, split_of = [], []
     for i in range(2):
         before = scrape(a.url)
