@@ -8,8 +8,8 @@
 #   3. starts kvtierd (configs/demo.toml, its T1 slots sized to one KV block of the engine) and
 #      `kvtier serve --daemon` on it, in a temporary directory;
 #   4. sends a short warm-up request, then the same long prompt twice (tools/demo_client.py,
-#      Python's standard library), and prints both times to first token and the tier the second request's prompt came from (the
-#      server's kvtier_serve_prompt_tokens_total{source=...});
+#      Python's standard library), and prints both times to first token and the tier the
+#      second request's prompt came from (kvtier_serve_prompt_tokens_total{source=...});
 #   5. stops the server and kvtierd (SIGTERM; also on Ctrl-C or an error) and removes the
 #      temporary directory.
 #
