@@ -134,6 +134,23 @@ void Broken(StreamResult* r, const beast::error_code& ec, std::string_view when)
   r->error = fmt::format("{}: {}", when, ec.message());
 }
 
+// What went wrong with a response read to its end (`ec`: how the reading ended), if anything; an
+// error the stream itself carried (SseReader) stays the one reported.
+void Classify(StreamResult* r, const std::string& body, bool done, const beast::error_code& ec) {
+  if (r->http_status != 200) {
+    r->error_kind = fmt::format("http {}", r->http_status);
+    r->error = ErrorMessage(body);
+  } else if (ec) {
+    Broken(r, ec, "mid-stream");
+  } else if (!done) {
+    Broken(r, http::make_error_code(http::error::partial_message),
+           "the stream ended without [DONE]");
+  } else if (r->completion_tokens < 0 && r->error_kind.empty()) {
+    r->error_kind = "no usage";
+    r->error = "the stream ended without a usage chunk";
+  }
+}
+
 }  // namespace
 
 asio::awaitable<StreamResult> StreamCompletion(tcp::endpoint server, std::string target,
@@ -176,18 +193,7 @@ asio::awaitable<StreamResult> StreamCompletion(tcp::endpoint server, std::string
     co_await http::async_read_some(stream, buffer, parser, on);
   }
   r.latency_s = Since(start);
-  if (r.http_status != 200) {
-    r.error_kind = fmt::format("http {}", r.http_status);
-    r.error = ErrorMessage(parser.get().body());
-  } else if (ec) {
-    Broken(&r, ec, "mid-stream");
-  } else if (!sse.done()) {
-    Broken(&r, http::make_error_code(http::error::partial_message),
-           "the stream ended without [DONE]");
-  } else if (r.completion_tokens < 0 && r.error_kind.empty()) {
-    r.error_kind = "no usage";
-    r.error = "the stream ended without a usage chunk";
-  }
+  Classify(&r, parser.get().body(), sse.done(), ec);
   stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   co_return r;
 }
@@ -231,6 +237,11 @@ absl::StatusOr<tcp::endpoint> Resolve(const std::string& host, uint16_t port) {
   if (ec || results.empty()) {
     return absl::UnavailableError(
         fmt::format("cannot resolve {}:{}: {}", host, port, ec ? ec.message() : "no address"));
+  }
+  // "localhost" may resolve to ::1 first while a server listens on 127.0.0.1 only (kvtier serve's
+  // default): an IPv4 address wins when there is one.
+  for (const auto& entry : results) {
+    if (entry.endpoint().address().is_v4()) return entry.endpoint();
   }
   return results.begin()->endpoint();
 }
