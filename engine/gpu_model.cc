@@ -172,7 +172,9 @@ absl::StatusOr<const float*> GpuModel::Forward(std::span<const ChunkInput> batch
   if (plan.decode_only() && options_.decode_graphs) {
     const int64_t rows = GpuDecodeInputs::BatchBucket(plan.batch);
     if (rows <= std::min(GpuDecodeInputs::kMaxBatch, options_.max_chunk_tokens)) {
-      return ForwardDecodeGraph(plan, rows, pool);
+      absl::StatusOr<const float*> logits = ForwardDecodeGraph(plan, rows, pool);
+      // OutOfRange: no scratch slot for the padding rows in this pool (nothing was enqueued).
+      if (logits.ok() || !absl::IsOutOfRange(logits.status())) return logits;
     }
   }
   Step step;

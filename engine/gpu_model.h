@@ -113,7 +113,9 @@ class GpuModel {
            std::unique_ptr<ops::gpu::GemmRunner> gemm);
 
   absl::Status CheckPool(const GpuKvPool& pool) const;
-  // A decode-only batch as `rows` rows (its batch-size bucket), from its graph.
+  // A decode-only batch as `rows` rows (its batch-size bucket), from its graph. OutOfRange, with
+  // nothing enqueued, when the padding rows have no scratch slot (GpuDecodeInputs::Upload): the
+  // caller runs the step kernel by kernel instead.
   absl::StatusOr<const float*> ForwardDecodeGraph(const ForwardPlan& plan, int64_t rows,
                                                   GpuKvPool& pool);
   // InvalidArgument unless 1 <= n <= max_chunk_tokens.
