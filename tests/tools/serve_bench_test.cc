@@ -420,24 +420,32 @@ TEST_F(ServeBenchTest, EveryKindOfBadStreamIsCountedAsItsKind) {
   const std::string content = S::kContent, last = S::kLast, usage = S::kUsage, done = S::kDone;
   const std::string error = "data: {\"error\":{\"message\":\"engine failed\"}}\n\n";
   StandInServer server({
-      {content + last + usage + done},           // whole
-      {content, /*ends=*/false},                 // cut
-      {content + error + done},                  // an error event
-      {content + last + done},                   // no usage chunk
-      {content + "event: nonsense\n\n" + done},  // not a data event
+      {content + last + usage + done},                   // whole
+      {content, /*ends=*/false},                         // cut
+      {content + error + done},                          // an error event
+      {content + last + done},                           // no usage chunk
+      {content + "event: nonsense\n\n" + done},          // not a data event
+      {content + "data: {\"x\": \"\xff\"}\n\n" + done},  // not UTF-8: not JSON, and the
+                                                         // report quoting it is still JSON
   });
-  const ToolRun run = RunBench({"--trace", RealTrace(), "--port", std::to_string(server.port()),
-                                "--vocab-size", "1000", "--max-requests", "10", "--block-tokens",
-                                "4", "--time-scale", "0", "--progress", "0", "--json"});
+  const ToolRun run =
+      RunBench({"--trace", RealTrace(), "--port", std::to_string(server.port()), "--vocab-size",
+                "1000", "--max-requests", "12", "--block-tokens", "4", "--time-scale", "0",
+                "--max-in-flight", "1", "--progress", "0", "--json"});
   ASSERT_EQ(run.exit_code, 3) << run.out << run.err;
   const Json r = Json::parse(run.out);
-  EXPECT_EQ(r["requests"], 10);
+  EXPECT_EQ(r["requests"], 12);
   EXPECT_EQ(r["ok"], 2);
   EXPECT_EQ(r["errors"],
-            Json({{"broken stream", 2}, {"error event", 2}, {"no usage", 2}, {"bad event", 2}}));
+            Json({{"broken stream", 2}, {"error event", 2}, {"no usage", 2}, {"bad event", 4}}));
   EXPECT_EQ(r["completion_tokens"], 4);  // the two whole streams' usage
   EXPECT_EQ(r["cached_tokens"], 8);
   EXPECT_EQ(r["ttft_s"]["n"], 2);
+  // One at a time, request i met stream i % 6: the first errors shown are requests 1 to 5.
+  ASSERT_EQ(r["first_errors"].size(), 5u);
+  EXPECT_NE(r["first_errors"][4].get<std::string>().find("request 5 (trace line 6): bad event"),
+            std::string::npos)
+      << r["first_errors"][4];
 }
 
 TEST_F(ServeBenchTest, BrokenStreamsAreCountedAndMissingMetricsAreSaidNotFatal) {

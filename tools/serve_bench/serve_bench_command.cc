@@ -127,7 +127,8 @@ absl::StatusOr<ServedModel> QueryModel(const tcp::endpoint& server, const Flags&
 std::string Body(const ServedModel& model, const TraceRequest& request, const PromptShape& shape,
                  const PromptOptions& options) {
   fmt::memory_buffer out;
-  fmt::format_to(std::back_inserter(out), R"({{"model":{},"prompt":[)", Json(model.name).dump());
+  fmt::format_to(std::back_inserter(out), R"({{"model":{},"prompt":[)",
+                 Json(model.name).dump(-1, ' ', false, Json::error_handler_t::replace));
   const std::vector<int32_t> tokens = PromptTokens(request, shape.length, options);
   for (size_t i = 0; i < tokens.size(); ++i)
     fmt::format_to(std::back_inserter(out), "{}{}", i == 0 ? "" : ",", tokens[i]);
@@ -251,7 +252,11 @@ absl::StatusOr<int> Bench(const Flags& f) {
   const std::optional<MetricSeries> after = Scrape(server, &metrics_error);
   if (before.has_value() && after.has_value()) report.metrics_delta = Delta(*before, *after);
   report.metrics_error = metrics_error;
-  const std::string out = f.json ? ToJson(report).dump(2) + "\n" : FormatTable(report);
+  const std::string out =
+      f.json
+          ? ToJson(report).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+                "\n"
+          : FormatTable(report);
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
   // After the report: a file that cannot be written loses nothing else.
