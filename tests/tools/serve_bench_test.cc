@@ -180,6 +180,7 @@ TEST_F(ServeBenchTest, ReplaysTheFirstRecordsOfTheRealTrace) {
   for (const auto& [source, n] : r["metrics"]["prompt_tokens_by_source"].items())
     by_source += n.get<int64_t>();
   EXPECT_EQ(by_source, prompt);
+  EXPECT_EQ(r["metrics"]["prompt_tokens"], prompt);
   EXPECT_EQ(r["metrics"]["prompt_tokens_by_source"]["computed"], prompt - (kRequests - 1) * kBlock);
   EXPECT_EQ(r["metrics"]["series"]["kvtier_serve_generation_tokens_total"], completion);
 }

@@ -65,16 +65,28 @@ std::string RequestsLine(const BenchReport& r) {
       r.requests, r.ok, r.requests - r.ok, failed.empty() ? "" : " (" + failed + ")", r.truncated);
 }
 
+// The prompt tokens the server counted over the run, all sources together.
+int64_t ServerPromptTokens(const MetricSeries& delta) {
+  int64_t total = 0;
+  for (const auto& [source, v] : ByLabel(delta, kPromptFamily, "source")) total += std::llround(v);
+  return total;
+}
+
 std::string MetricsLines(const BenchReport& r) {
   if (!r.metrics_delta.has_value())
     return fmt::format("server      /metrics unavailable: {}\n", r.metrics_error);
   const MetricSeries& d = *r.metrics_delta;
   std::string sources, outcomes;
-  int64_t total = 0;
-  for (const auto& [source, v] : ByLabel(d, kPromptFamily, "source")) total += std::llround(v);
+  const int64_t total = ServerPromptTokens(d);
   for (const auto& [source, v] : ByLabel(d, kPromptFamily, "source")) {
     sources += fmt::format("{}{} {:.0f} ({:.1f}%)", sources.empty() ? "" : ", ", source, v,
                            100 * Share(std::llround(v), total));
+  }
+  // Both count the requests that left the engine in the run; they differ when someone else used
+  // the server meanwhile, or a request failed after it was admitted.
+  if (total != r.prompt_tokens) {
+    sources += fmt::format(" -- {} in all, not the {} of the succeeded requests' usage", total,
+                           r.prompt_tokens);
   }
   for (const auto& [outcome, v] : ByLabel(d, "kvtier_serve_requests_total", "outcome")) {
     if (v != 0) outcomes += fmt::format("{}{} {:.0f}", outcomes.empty() ? "" : ", ", outcome, v);
@@ -201,7 +213,8 @@ Json ToJson(const BenchReport& r) {
   j["ideal_cached_tokens"] = r.ideal_cached_tokens;
   j["completion_tokens"] = r.completion_tokens;
   if (r.metrics_delta.has_value()) {
-    j["metrics"] = {{"prompt_tokens_by_source", ByLabel(*r.metrics_delta, kPromptFamily, "source")},
+    j["metrics"] = {{"prompt_tokens", ServerPromptTokens(*r.metrics_delta)},
+                    {"prompt_tokens_by_source", ByLabel(*r.metrics_delta, kPromptFamily, "source")},
                     {"series", *r.metrics_delta}};
   } else {
     j["metrics"] = nullptr;
