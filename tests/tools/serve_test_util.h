@@ -3,8 +3,6 @@
 // (RawStream keeps one open to read a stream part-way and then drop it).
 #pragma once
 
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 // clang-format on
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -100,17 +99,16 @@ struct Reply {
   std::string content_type, allow, transfer_encoding;
 };
 
-// One request on a new connection; the whole response (a chunked one de-chunked). A server that
-// sends nothing for 60 s gives status 0 and a body that says so (not a test hung until ctest's
-// timeout).
+// One request on a new connection; the whole response (a chunked one de-chunked). A reply not
+// whole within 120 s gives status 0 and a body that says so (not a test hung until ctest's
+// timeout). (Beast's timeouts hold for asynchronous reads only; SO_RCVTIMEO does not stop Asio's
+// synchronous read, which polls again after it.)
 inline Reply Send(uint16_t port, http::verb method, const std::string& target,
                   const std::string& body = "",
                   const std::string& content_type = "application/json") {
   asio::io_context io;
-  tcp::socket socket(io);
+  beast::tcp_stream socket(io);
   socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-  const timeval limit{.tv_sec = 60, .tv_usec = 0};
-  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
   http::request<http::string_body> req{method, target, 11};
   req.set(http::field::host, "127.0.0.1");
   if (!body.empty() || method == http::verb::post) {
@@ -123,7 +121,9 @@ inline Reply Send(uint16_t port, http::verb method, const std::string& target,
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 << 20);
   beast::error_code ec;
-  http::read(socket, buffer, parser, ec);
+  socket.expires_after(std::chrono::seconds(120));
+  http::async_read(socket, buffer, parser, [&ec](beast::error_code e, size_t) { ec = e; });
+  io.run();
   Reply r;
   if (ec) {
     r.body = "no whole reply to " + std::string(target) + ": " + ec.message();
@@ -136,7 +136,7 @@ inline Reply Send(uint16_t port, http::verb method, const std::string& target,
   r.allow = std::string(res[http::field::allow]);
   r.transfer_encoding = std::string(res[http::field::transfer_encoding]);
   beast::error_code ignored;
-  socket.shutdown(tcp::socket::shutdown_both, ignored);
+  socket.socket().shutdown(tcp::socket::shutdown_both, ignored);
   return r;
 }
 
