@@ -111,6 +111,24 @@ TEST_F(DaemonEngineTest, CpuEngineAttendsInT1AndASecondEngineHitsIt) {
   EXPECT_EQ(again[0].prompt_cached_from, (CachedBySource{0, 0, 64, 0}));  // (70 - 1) / 16 blocks
 }
 
+// Blocks the engine published into T1 that the evictor moves to T2 while the engine goes on
+// writing other T1 slots keep the checksum they were published with.
+TEST_F(DaemonEngineTest, CpuBlocksEvictedToT2KeepTheirChecksums) {
+  auto model = CpuModel::Load(kModel);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
+  auto a = CreateDaemonEngine(model->get(), nullptr, Options("a"));
+  ASSERT_TRUE(a.ok()) << a.status() << "\n" << daemon_->Log();
+  std::vector<std::vector<int32_t>> many;
+  for (int32_t s = 0; s < 18; ++s) many.push_back(Prompt(200, 100 + s));
+  for (const auto& p : many) RunAll(*a->engine, {p}, 4);
+  EXPECT_TRUE(a->blocks->status().ok()) << a->blocks->status();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
+  EXPECT_EQ(daemon_->Log().find("no longer matches"), std::string::npos) << daemon_->Log();
+  const std::vector<RequestOutput> first = RunAll(*a->engine, {many[0]}, 4);
+  EXPECT_GT(first[0].prompt_cached_from[3], 0) << "the first prompt's blocks reached T2";
+}
+
 TEST_F(DaemonEngineTest, WrongSlotSizeNamesTheFlagToUse) {
   auto model = CpuModel::Load(kModel);
   ASSERT_TRUE(model.ok()) << model.status();
@@ -177,12 +195,13 @@ TEST_F(DaemonEngineGpuTest, BlocksHashedOnTheGpuComeBackFromT2AfterARestart) {
 // T0 slots keep the checksum the GPU gave them at publish. (The 8B benchmark with 2 MiB slots saw
 // T1 -> T2 demotions refused as "no longer matches the checksum given at commit".)
 TEST_F(DaemonEngineGpuTest, BlocksEvictedThroughT1ToT2KeepTheirChecksums) {
-  // T0 of 32 slots and T1 of 64: 40 prompts of 5 blocks push the first ones down to T2.
+  // T0 of 32 slots and T1 of 64: 18 prompts of 12 blocks (each published by one commit, as an
+  // 8K prompt's 512 are) push the first ones down to T2.
   ASSERT_NO_FATAL_FAILURE(Start("4KiB", true, "256KiB", "128KiB"));
   auto a = CreateDaemonEngine(nullptr, model_.get(), Options("a"));
   ASSERT_TRUE(a.ok()) << a.status() << "\n" << daemon_->Log();
   std::vector<std::vector<int32_t>> many;
-  for (int32_t s = 0; s < 40; ++s) many.push_back(Prompt(81, 100 + s));
+  for (int32_t s = 0; s < 18; ++s) many.push_back(Prompt(200, 100 + s));
   for (const auto& p : many) RunAll(*a->engine, {p}, 4);
   EXPECT_TRUE(a->blocks->status().ok()) << a->blocks->status();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
