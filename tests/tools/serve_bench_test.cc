@@ -465,6 +465,20 @@ TEST_F(ServeBenchTest, BrokenStreamsAreCountedAndMissingMetricsAreSaidNotFatal) 
       << r["metrics_error"];
 }
 
+// A server that takes the connection and never answers: /v1/models times out after
+// --read-timeout and the error says so (the run never hangs).
+TEST_F(ServeBenchTest, ASilentServerIsAnErrorAfterTheReadTimeout) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  asio::io_context io;
+  tcp::acceptor silent(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));  // never accepts
+  const ToolRun run =
+      RunBench({"--trace", RealTrace(), "--port", std::to_string(silent.local_endpoint().port()),
+                "--vocab-size", "1000", "--max-requests", "1", "--read-timeout", "1"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("/v1/models: "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("timeout"), std::string::npos) << run.err;
+}
+
 // Hostile input: the line that is wrong is named, file and line, before anything is sent.
 TEST_F(ServeBenchTest, ABadTraceLineIsNamedByFileAndLine) {
   const fs::path trace = TempRoot() / "bad.jsonl";

@@ -1,8 +1,6 @@
 #include "tools/serve_bench/http_client.h"
 
 #include <fmt/format.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 
 // clang-format off: <utility> (http_client.h) must come first
 #include <boost/beast/core.hpp>
@@ -151,6 +149,34 @@ void Classify(StreamResult* r, const std::string& body, bool done, const beast::
   }
 }
 
+// The GET on the io_context's thread. Asynchronous, for the expiry: a synchronous Asio read goes
+// back to polling after SO_RCVTIMEO, so a silent server would hold it forever.
+asio::awaitable<absl::StatusOr<std::string>> Get(tcp::endpoint server, std::string target,
+                                                 std::chrono::seconds timeout) {
+  beast::tcp_stream stream(co_await asio::this_coro::executor);
+  beast::error_code ec;
+  auto on = asio::redirect_error(asio::use_awaitable, ec);
+  const std::string where =
+      fmt::format("GET http://{}:{}{}", server.address().to_string(), server.port(), target);
+  stream.expires_after(timeout);  // the whole exchange
+  co_await stream.async_connect(server, on);
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, fmt::format("{}:{}", server.address().to_string(), server.port()));
+  req.keep_alive(false);
+  if (!ec) co_await http::async_write(stream, req, on);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 << 20);
+  if (!ec) co_await http::async_read(stream, buffer, parser, on);
+  if (ec) co_return absl::UnavailableError(fmt::format("{}: {}", where, ec.message()));
+  const auto& res = parser.get();
+  if (res.result_int() != 200) {
+    co_return absl::UnavailableError(
+        fmt::format("{}: HTTP {}: {}", where, res.result_int(), Excerpt(res.body())));
+  }
+  co_return res.body();
+}
+
 }  // namespace
 
 asio::awaitable<StreamResult> StreamCompletion(tcp::endpoint server, std::string target,
@@ -201,32 +227,13 @@ asio::awaitable<StreamResult> StreamCompletion(tcp::endpoint server, std::string
 absl::StatusOr<std::string> HttpGet(const tcp::endpoint& server, const std::string& target,
                                     std::chrono::seconds timeout) {
   asio::io_context io;
-  tcp::socket socket(io);
-  beast::error_code ec;
-  const std::string where =
-      fmt::format("GET http://{}:{}{}", server.address().to_string(), server.port(), target);
-  socket.connect(server, ec);
-  if (!ec) {
-    // Blocking reads and writes: the socket's own limits stand in for an expiry.
-    const timeval limit{.tv_sec = static_cast<time_t>(timeout.count()), .tv_usec = 0};
-    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
-  }
-  http::request<http::empty_body> req{http::verb::get, target, 11};
-  req.set(http::field::host, fmt::format("{}:{}", server.address().to_string(), server.port()));
-  req.keep_alive(false);
-  if (!ec) http::write(socket, req, ec);
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 << 20);
-  if (!ec) http::read(socket, buffer, parser, ec);
-  if (ec) return absl::UnavailableError(fmt::format("{}: {}", where, ec.message()));
-  const auto& res = parser.get();
-  if (res.result_int() != 200) {
-    return absl::UnavailableError(
-        fmt::format("{}: HTTP {}: {}", where, res.result_int(), Excerpt(res.body())));
-  }
-  return res.body();
+  absl::StatusOr<std::string> out;
+  asio::co_spawn(io, Get(server, target, timeout),
+                 [&out, &target](std::exception_ptr e, absl::StatusOr<std::string> r) {
+                   out = e ? absl::InternalError("GET " + target + ": an exception") : std::move(r);
+                 });
+  io.run();
+  return out;
 }
 
 absl::StatusOr<tcp::endpoint> Resolve(const std::string& host, uint16_t port) {

@@ -80,7 +80,8 @@ void AddFlags(CLI::App* cmd, Flags* f) {
   cmd->add_option("--seed", f->seed, "Seed of the token ids derived from hash ids")
       ->capture_default_str();
   cmd->add_option("--read-timeout", f->read_timeout_s,
-                  "Seconds without a byte before a request counts as timed out")
+                  "Seconds without a byte before a request counts as timed out (and the most a "
+                  "GET of /v1/models or /metrics may take)")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
   cmd->add_option("--progress", f->progress_s, "Seconds between progress lines on stderr (0: none)")
@@ -100,7 +101,7 @@ struct ServedModel {
 
 absl::StatusOr<ServedModel> QueryModel(const tcp::endpoint& server, const Flags& f) {
   KVTIER_ASSIGN_OR_RETURN(std::string body,
-                          HttpGet(server, "/v1/models", std::chrono::seconds(60)));
+                          HttpGet(server, "/v1/models", std::chrono::seconds(f.read_timeout_s)));
   const Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty()) {
     return absl::UnavailableError("GET /v1/models: no model listed");
@@ -139,8 +140,9 @@ std::string Body(const ServedModel& model, const TraceRequest& request, const Pr
   return fmt::to_string(out);
 }
 
-std::optional<MetricSeries> Scrape(const tcp::endpoint& server, std::string* error) {
-  absl::StatusOr<std::string> text = HttpGet(server, "/metrics", std::chrono::seconds(60));
+std::optional<MetricSeries> Scrape(const tcp::endpoint& server, std::chrono::seconds timeout,
+                                   std::string* error) {
+  absl::StatusOr<std::string> text = HttpGet(server, "/metrics", timeout);
   if (!text.ok()) {
     *error = std::string(text.status().message());
     return std::nullopt;
@@ -243,13 +245,15 @@ absl::StatusOr<int> Bench(const Flags& f) {
   const Plan plan = MakePlan(std::move(trace), f, options);
   RaiseDescriptorLimit();
   std::string metrics_error;
-  const std::optional<MetricSeries> before = Scrape(server, &metrics_error);
+  const std::optional<MetricSeries> before =
+      Scrape(server, std::chrono::seconds(f.read_timeout_s), &metrics_error);
   const DriverResult result = RunSchedule(
       server, plan.arrivals_s,
       [&](size_t i) { return Body(model, plan.requests[i], plan.shapes[i], options); },
       MakeDriverOptions(f, plan.requests.size()));
   BenchReport report = BuildReport(MakeRunInfo(f, model, options, plan), plan.sent, result);
-  const std::optional<MetricSeries> after = Scrape(server, &metrics_error);
+  const std::optional<MetricSeries> after =
+      Scrape(server, std::chrono::seconds(f.read_timeout_s), &metrics_error);
   if (before.has_value() && after.has_value()) report.metrics_delta = Delta(*before, *after);
   report.metrics_error = metrics_error;
   const std::string out =
