@@ -211,6 +211,10 @@ TEST_F(ServeTest, ListsTheModelAndIsHealthy) {
   ASSERT_EQ(j["data"].size(), 1u);
   EXPECT_EQ(j["data"][0]["id"], kModelName);
   EXPECT_EQ(j["data"][0]["object"], "model");
+  EXPECT_EQ(j["data"][0]["max_model_len"], kContext);
+  auto model = engine::CpuModel::Load(model_);  // what a client makes token-id prompts within
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(j["data"][0]["vocab_size"], (*model)->config().vocab_size);
   EXPECT_EQ(Send(port(), http::verb::get, "/health").status, 200);
 }
 
@@ -372,6 +376,23 @@ TEST_F(ServeTest, StopStringSplitAcrossTokensIsCaughtAndNotEmitted) {
     EXPECT_EQ(finish, "stop");
     EXPECT_EQ(text.find(stop), std::string::npos);
   }
+}
+
+// prompt + max_tokens may reach the context and no further, and a request at the limit gets every
+// token it asked for.
+TEST_F(ServeTest, MaxTokensUpToTheContextAreAllGenerated) {
+  const std::vector<int32_t> prompt(kContext - 4, 42);
+  Json body = Completion("", 4);
+  body["prompt"] = prompt;
+  const Reply r = Post(port(), "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["usage"]["completion_tokens"], 4);
+  body["max_tokens"] = 5;
+  const Reply over = Post(port(), "/v1/completions", body.dump());
+  EXPECT_EQ(over.status, 400) << over.body;
+  body["prompt"] = std::vector<int32_t>(kContext, 42);
+  body["max_tokens"] = 1;
+  EXPECT_EQ(Post(port(), "/v1/completions", body.dump()).status, 400);
 }
 
 TEST_F(ServeTest, RepeatedPromptIsServedFromThePrefixCache) {

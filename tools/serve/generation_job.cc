@@ -58,14 +58,15 @@ std::optional<ApiError> PromptTokens(const ServeContext& ctx, const ApiRequest& 
 // Positions 0 .. max_model_len - 1 hold the prompt and every new token but the last.
 std::optional<ApiError> MaxTokens(const ServeContext& ctx, const ApiRequest& r, int64_t prompt,
                                   int32_t* out) {
-  if (prompt > ctx.max_model_len) {
+  // prompt + max_tokens <= max_model_len (the engine's limit, and vLLM's): at least one token.
+  if (prompt >= ctx.max_model_len) {
     return BadRequest(PromptParam(r),
                       fmt::format("This model's maximum context length is {} tokens. However, "
                                   "your prompt has {} tokens.",
                                   ctx.max_model_len, prompt),
                       "context_length_exceeded");
   }
-  const int64_t room = ctx.max_model_len - prompt + 1;
+  const int64_t room = ctx.max_model_len - prompt;
   if (!r.max_tokens.has_value()) {
     *out = static_cast<int32_t>(r.endpoint == Endpoint::kChatCompletions
                                     ? room

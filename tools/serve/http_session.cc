@@ -63,9 +63,9 @@ asio::awaitable<bool> Dispatch(ServeContext& ctx, const std::shared_ptr<Connecti
         keep_alive;
   }
   if (target == "/v1/models") {
-    co_return co_await WriteResponse(*conn, http::status::ok, "application/json",
-                                     ModelsBody(ctx.model_name, ctx.created, ctx.max_model_len),
-                                     keep_alive) &&
+    co_return co_await WriteResponse(
+        *conn, http::status::ok, "application/json",
+        ModelsBody(ctx.model_name, ctx.created, ctx.max_model_len, ctx.vocab_size), keep_alive) &&
         keep_alive;
   }
   co_return co_await HandleGeneration(

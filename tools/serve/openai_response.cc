@@ -77,12 +77,14 @@ std::string UsageEvent(const ResponseHead& head, const Completion& completion) {
 
 std::string ErrorEvent(const std::string& error_body) { return "data: " + error_body + "\n\n"; }
 
-std::string ModelsBody(const std::string& model, int64_t created, int64_t max_model_len) {
+std::string ModelsBody(const std::string& model, int64_t created, int64_t max_model_len,
+                       int64_t vocab_size) {
   const Json entry = {{"id", model},
                       {"object", "model"},
                       {"created", created},
                       {"owned_by", "kvtier"},
-                      {"max_model_len", max_model_len}};
+                      {"max_model_len", max_model_len},
+                      {"vocab_size", vocab_size}};
   return Dump(Json{{"object", "list"}, {"data", Json::array({entry})}});
 }
 

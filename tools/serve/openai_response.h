@@ -43,7 +43,9 @@ std::string UsageEvent(const ResponseHead& head, const Completion& completion);
 std::string ErrorEvent(const std::string& error_body);
 inline constexpr const char* kDoneEvent = "data: [DONE]\n\n";
 
-// GET /v1/models.
-std::string ModelsBody(const std::string& model, int64_t created, int64_t max_model_len);
+// GET /v1/models: the model, its context (max_model_len) and vocabulary size (what a client
+// making token-id prompts stays within).
+std::string ModelsBody(const std::string& model, int64_t created, int64_t max_model_len,
+                       int64_t vocab_size);
 
 }  // namespace kvtier::serve
