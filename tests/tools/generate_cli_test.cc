@@ -14,6 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/cpu_model.h"
+#include "tests/daemon/kvtierd_process.h"
+#include "tests/daemon/kvtierd_test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -137,6 +141,41 @@ TEST_F(GenerateCliTest, GreedyIsRepeatableAndStreamsValidUtf8) {
   EXPECT_GT(first.out.size(), 1u);  // text and the final newline
   EXPECT_TRUE(ValidUtf8(first.out)) << first.out;
   EXPECT_NE(first.err.find("Qwen3ForCausalLM, cpu"), std::string::npos) << first.err;
+}
+
+// --daemon: the KV blocks are kvtierd's, so a second run finds the first one's prompt there (and
+// says so on stderr) and generates the same text as without a daemon.
+TEST_F(GenerateCliTest, WithADaemonTheSecondRunFindsThePromptInKvtierd) {
+  auto model = kvtier::engine::CpuModel::Load(model_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto slot_bytes = (*model)->KvGeometry(16).slot_elems() * sizeof(float);
+  kvtier::testing::TempDir dir;
+  auto daemon = kvtier::testing::KvtierdProcess::Start(
+      dir.path(), {"--t1.capacity_bytes", "8MiB", "--t1.slot_bytes", std::to_string(slot_bytes),
+                   "--t1.touch_threads", "1", "--t1.huge_pages", "off", "--t2.enabled", "false"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const std::vector<std::string> args = {"--prompt",
+                                         "A prompt that spans a few blocks of sixteen "
+                                         "tokens, said twice: a prompt that spans a few blocks",
+                                         "--max-tokens",
+                                         "6",
+                                         "--temperature",
+                                         "0",
+                                         "--device",
+                                         "cpu"};
+  const Ran alone = Generate(args);
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  std::vector<std::string> with = args;
+  with.insert(with.end(), {"--daemon", (*daemon)->socket_path()});
+  const Ran first = Generate(with);
+  ASSERT_EQ(first.exit_code, 0) << first.err << (*daemon)->Log();
+  const Ran second = Generate(with);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(first.out, alone.out);
+  EXPECT_EQ(second.out, alone.out);
+  EXPECT_NE(first.err.find(" 0 of "), std::string::npos) << first.err;
+  EXPECT_NE(second.err.find("prompt tokens from kvtierd (T0 0, T1 16"), std::string::npos)
+      << second.err;
 }
 
 TEST_F(GenerateCliTest, SeededSamplingIsRepeatable) {

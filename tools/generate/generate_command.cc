@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -10,12 +11,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/chat_template.h"
 #include "engine/cpu_kv_pool.h"
 #include "engine/cpu_model.h"
 #include "engine/cpu_sequence.h"
+#include "engine/daemon_engine.h"
 #include "engine/gpu_kv_pool.h"
 #include "engine/gpu_model.h"
 #include "engine/gpu_sequence.h"
@@ -75,11 +78,60 @@ absl::StatusOr<Loaded> LoadModel(const std::string& dir, const Device& device) {
   return loaded;
 }
 
+// Runs the request through an engine on kvtierd's slots (--daemon), saying on stderr how many
+// prompt tokens each tier gave.
+absl::StatusOr<std::vector<int32_t>> RunOnDaemon(const GenerateFlags& f, const Loaded& m,
+                                                 const std::vector<int32_t>& prompt,
+                                                 const engine::GenerateOptions& options,
+                                                 const std::function<void(int32_t)>& on_token) {
+  engine::DaemonEngineOptions o;
+  o.socket_path = f.daemon;
+  o.client_name = "kvtier-generate";
+  o.block_tokens = kBlockTokens;
+  absl::StatusOr<engine::DaemonEngine> d = engine::CreateDaemonEngine(m.cpu.get(), m.gpu.get(), o);
+  if (!d.ok()) {
+    return absl::Status(d.status().code(),
+                        fmt::format("--daemon: {}", std::string(d.status().message())));
+  }
+  engine::RequestOptions r;
+  // FitMaxTokens allows prompt + max_tokens = context + 1 (the last token is chosen, never run);
+  // the engine keeps prompt + max_tokens within its max_model_len (the context).
+  const int64_t context = m.config().max_position_embeddings;
+  const auto room =
+      static_cast<int32_t>(std::max<int64_t>(1, context - static_cast<int64_t>(prompt.size())));
+  r.max_tokens = std::min(options.max_tokens, room);
+  r.sampling = options.sampling;
+  r.ignore_eos = !options.stop_at_eos;
+  KVTIER_ASSIGN_OR_RETURN(const uint64_t id, d->engine->Add(prompt, r));
+  std::vector<int32_t> out;
+  for (bool done = false; !done;) {
+    KVTIER_ASSIGN_OR_RETURN(engine::StepOutput step, d->engine->Step());
+    for (const engine::StepOutput::Token& t : step.tokens) {
+      if (t.id == id) on_token(t.token);
+    }
+    for (const engine::RequestOutput& fin : step.finished) {
+      if (fin.id != id) continue;
+      done = true;
+      out = fin.tokens;
+      const engine::CachedBySource& c = fin.prompt_cached_from;
+      std::fprintf(stderr,
+                   "kvtier generate: %lld of %lld prompt tokens from kvtierd (T0 %lld, T1 %lld, "
+                   "T2 %lld)\n",
+                   static_cast<long long>(fin.prompt_cached_tokens),
+                   static_cast<long long>(fin.prompt_tokens), static_cast<long long>(c[1]),
+                   static_cast<long long>(c[2]), static_cast<long long>(c[3]));
+    }
+    if (step.waiting_for_room) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return out;
+}
+
 // Runs the request on the loaded backend, with a KV pool just large enough for it.
-absl::StatusOr<std::vector<int32_t>> RunGeneration(const Loaded& m,
+absl::StatusOr<std::vector<int32_t>> RunGeneration(const GenerateFlags& f, const Loaded& m,
                                                    const std::vector<int32_t>& prompt,
                                                    const engine::GenerateOptions& options,
                                                    const std::function<void(int32_t)>& on_token) {
+  if (!f.daemon.empty()) return RunOnDaemon(f, m, prompt, options, on_token);
   const int64_t tokens = static_cast<int64_t>(prompt.size()) + options.max_tokens;
   const auto slots = static_cast<int32_t>((tokens + kBlockTokens - 1) / kBlockTokens);
   if (m.gpu) {
@@ -180,7 +232,7 @@ absl::Status Generate(const GenerateFlags& f, const Device& device) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   };
-  KVTIER_ASSIGN_OR_RETURN(std::vector<int32_t> out, RunGeneration(m, prompt, options, on_token));
+  KVTIER_ASSIGN_OR_RETURN(std::vector<int32_t> out, RunGeneration(f, m, prompt, options, on_token));
   const std::string rest = decoder.Finish();
   std::fprintf(stdout, "%s\n", rest.c_str());
   std::fflush(stdout);

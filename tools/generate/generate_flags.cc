@@ -32,6 +32,10 @@ void AddGenerateFlags(CLI::App* cmd, GenerateFlags* f) {
                   "gpu (bf16/fp16), cpu (fp32), or auto: the GPU when there is one, else the CPU")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
+  cmd->add_option("--daemon", f->daemon,
+                  "kvtierd's socket: keep the KV blocks in the daemon (its T1 slots must be one "
+                  "16-token block, fp32 on the CPU; T0 on the engine's GPU), so prompts it has "
+                  "cached are prefix hits");
 }
 
 }  // namespace kvtier::generate

@@ -26,6 +26,10 @@ struct GenerateFlags {
   // "gpu", "cpu", or "auto": the GPU when this build has a GPU backend and the machine a usable
   // device, else the CPU (saying why on stderr).
   std::string device = "auto";
+  // kvtierd's socket: the KV blocks are the daemon's (engine/daemon_engine.h; T1 for the CPU, T0
+  // for the GPU), so a prompt another engine (or an earlier run) computed is a prefix hit, and this
+  // run's blocks stay cached for the next. Empty: a private pool.
+  std::string daemon;
 };
 
 // Adds the flags to `cmd`; CLI11 checks ranges (exit code 2 naming the flag).
