@@ -27,11 +27,7 @@ std::vector<std::string> DaemonFlags(const std::string& max_working_slots,
                                      const std::string& t1 = "1MiB") {
   return {"--t1.capacity_bytes", t1, "--t1.slot_bytes", "4KiB", "--t1.touch_threads", "1",
           "--t1.huge_pages", "off", "--t2.enabled", "false", "--daemon.max_working_slots",
-          max_working_slots,
-          // Shed well before full: a work_take finding no free slot gets RetryLater and does not
-          // itself make room (the evictor keeps the tier under its watermarks), so on a T1 of a
-          // few slots the default 0.95 would leave one or two free, fewer than a request takes.
-          "--t1.high_watermark", "0.5", "--t1.low_watermark", "0.25"};
+          max_working_slots};
 }
 
 std::vector<int32_t> Prompt(int64_t n, int32_t seed) {
