@@ -161,14 +161,19 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   pending_owner_ = seq.id();
   State& st = states_[seq.id()];
   if (!st.pending_slots.empty()) return static_cast<int64_t>(st.pending_slots.size());
-  const int64_t limit =
-      std::min<int64_t>((seq.num_tokens() - 1) / block_tokens_, static_cast<int64_t>(kMaxPerCall));
+  const int64_t limit = LookupLimit(seq);
   if (limit < 1 || !status_.ok()) return 0;
   const std::vector<BlockKey>* keys = KeysUpTo(seq, st, limit);
   if (keys == nullptr) return 0;
   const auto wanted = absl::MakeConstSpan(*keys).subspan(0, static_cast<size_t>(limit));
-  ++stats_.lookups;
-  absl::StatusOr<client::LookupResult> where = client_->Lookup(wanted);
+  absl::StatusOr<client::LookupResult> where;
+  if (st.looked.has_value() && st.looked_step == step_) {
+    where = std::move(*st.looked);  // this step's LookAhead asked already
+  } else {
+    ++stats_.lookups;
+    where = client_->Lookup(wanted);
+  }
+  st.looked.reset();
   if (!where.ok()) {
     Fail(where.status());
     return 0;
@@ -195,6 +200,42 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   ReleaseKeys(unused);
   stats_.leased_blocks += static_cast<int64_t>(run);
   return static_cast<int64_t>(run);
+}
+
+int64_t DaemonKvBlocks::LookupLimit(const Sequence& seq) const {
+  return std::min<int64_t>((seq.num_tokens() - 1) / block_tokens_,
+                           static_cast<int64_t>(kMaxPerCall));
+}
+
+void DaemonKvBlocks::LookAhead(std::span<Sequence* const> waiting) {
+  ++step_;
+  if (!status_.ok()) return;
+  // The states first (inserting may move the map's entries), then spans over their keys.
+  std::vector<std::pair<Sequence*, int64_t>> asked;  // and the blocks to look up
+  for (Sequence* seq : waiting) {
+    const State& st = states_[seq->id()];
+    const int64_t limit = LookupLimit(*seq);
+    if (st.pending_slots.empty() && limit >= 1) asked.emplace_back(seq, limit);
+  }
+  std::vector<absl::Span<const BlockKey>> spans;
+  for (const auto& [seq, limit] : asked) {
+    const std::vector<BlockKey>* keys = KeysUpTo(*seq, states_.at(seq->id()), limit);
+    if (keys == nullptr) return;
+    spans.push_back(absl::MakeConstSpan(*keys).subspan(0, static_cast<size_t>(limit)));
+  }
+  if (spans.empty()) return;
+  ++stats_.lookup_batches;
+  stats_.lookups += static_cast<int64_t>(spans.size());
+  absl::StatusOr<std::vector<client::LookupResult>> found = client_->LookupMany(spans);
+  if (!found.ok()) {
+    Fail(found.status());
+    return;
+  }
+  for (size_t i = 0; i < asked.size() && i < found->size(); ++i) {
+    State& st = states_.at(asked[i].first->id());
+    st.looked = std::move((*found)[i]);
+    st.looked_step = step_;
+  }
 }
 
 int64_t DaemonKvBlocks::SlotsToAdmit(Sequence& seq, int64_t cached, int64_t end) {

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -57,7 +58,8 @@ struct DaemonKvBlocksOptions {
 
 // Counters, for tests, logs and the server's metrics.
 struct DaemonKvBlocksStats {
-  int64_t lookups = 0;             // prefix lookups sent
+  int64_t lookups = 0;             // prefix lookups sent (one per sequence looked up)
+  int64_t lookup_batches = 0;      // LookupMany calls (LookAhead: one per scheduler step)
   int64_t leased_blocks = 0;       // prefix blocks leased (attached or not)
   int64_t attached_blocks = 0;     // prefix blocks admitted into a sequence
   CachedBySource attached_from{};  // of those, by the tier the lookup found them in (blocks)
@@ -86,6 +88,9 @@ class DaemonKvBlocks final : public KvBlocks {
   int32_t num_slots() const override { return num_slots_; }
   int32_t free_slots() const override { return static_cast<int32_t>(reserve_.size()); }
 
+  // One LookupMany for the waiting sequences' prefixes; CachedPrefixBlocks in the same step
+  // answers from it (and leases what it found).
+  void LookAhead(std::span<Sequence* const> waiting) override;
   int64_t CachedPrefixBlocks(Sequence& seq) override;
   int64_t SlotsToAdmit(Sequence& seq, int64_t cached, int64_t end) override;
   int64_t SlotsToGrow(const Sequence& seq, int64_t end) const override;
@@ -108,10 +113,14 @@ class DaemonKvBlocks final : public KvBlocks {
     std::vector<Hold> holds;     // per block table entry
     std::vector<uint32_t> pending_slots;    // prefix leased by CachedPrefixBlocks, not admitted
     std::vector<CacheSource> pending_from;  // where the lookup found each of them
+    std::optional<client::LookupResult> looked;  // LookAhead's answer, valid in step looked_step
+    uint64_t looked_step = 0;
   };
   DaemonKvBlocks(client::Client* client, int64_t block_tokens, uint64_t slot_bytes,
                  int32_t num_slots, const DaemonKvBlocksOptions& options);
 
+  // The full blocks of seq a prefix lookup covers: at least one token is left to compute.
+  int64_t LookupLimit(const Sequence& seq) const;
   // The keys of seq's first `n` full blocks (n <= num_tokens / block_tokens).
   const std::vector<BlockKey>* KeysUpTo(Sequence& seq, State& st, int64_t n);
   void ReleaseKeys(const std::vector<BlockKey>& keys);
@@ -129,6 +138,7 @@ class DaemonKvBlocks final : public KvBlocks {
   std::vector<uint32_t> reserve_;
   absl::flat_hash_map<uint64_t, State> states_;  // by sequence id
   uint64_t pending_owner_ = 0;                   // the sequence whose prefix is leased, or 0
+  uint64_t step_ = 0;                            // LookAhead calls so far
   DaemonKvBlocksStats stats_;
   absl::Status status_;
 };

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "common/status.h"
 #include "engine/sequence.h"
@@ -32,6 +33,11 @@ class KvBlocks {
   virtual int32_t free_slots() const = 0;
   // Slots needed to hold `tokens` tokens.
   int64_t BlocksFor(int64_t tokens) const { return (tokens + block_tokens() - 1) / block_tokens(); }
+
+  // The sequences the scheduler may try to admit this step, in order (before any "can I" call of
+  // the step): an implementation may look their prefixes up at once (DaemonKvBlocks: one
+  // LookupMany), so that CachedPrefixBlocks answers from that. Changes nothing else.
+  virtual void LookAhead(std::span<Sequence* const> waiting) {}
 
   // ---- Can I ----
   // How many leading full blocks of `seq` (which holds no slots) are cached, at most

@@ -49,6 +49,7 @@ StepPlan Scheduler::Schedule() {
     if (!ScheduleRunning(i, budget, plan)) break;
   }
   if (plan.preempted == 0) {
+    LookAhead(budget);
     while (!waiting_.empty() && budget > 0 &&
            running_.size() < static_cast<size_t>(options_.max_running)) {
       if (!AdmitWaiting(budget, plan)) break;
@@ -76,6 +77,17 @@ bool Scheduler::ScheduleRunning(size_t i, int64_t& budget, StepPlan& plan) {
   plan.chunks.push_back({.seq = &seq, .start = start, .n = n});
   budget -= n;
   return true;
+}
+
+void Scheduler::LookAhead(int64_t budget) const {
+  if (waiting_.empty() || budget <= 0) return;
+  if (running_.size() >= static_cast<size_t>(options_.max_running)) return;
+  const size_t room = static_cast<size_t>(options_.max_running) - running_.size();
+  std::vector<Sequence*> next;
+  for (size_t i = 0; i < waiting_.size() && i < room && i < kLookAhead; ++i) {
+    next.push_back(waiting_[i].get());
+  }
+  if (!next.empty()) blocks_.LookAhead(next);
 }
 
 bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {

@@ -110,6 +110,10 @@ class Scheduler {
   // Step 2 for the front of waiting_; false when it does not fit.
   bool AdmitWaiting(int64_t& budget, StepPlan& plan);
   // Moves running_.back() to the front of waiting_, its blocks released.
+  // Tells the KV blocks which waiting sequences this step may admit (at most kLookAhead, no more
+  // than max_running leaves room for), so a daemon looks them up in one round trip.
+  void LookAhead(int64_t budget) const;
+  static constexpr size_t kLookAhead = 64;
   void PreemptLast();
   // After `token` was appended to `seq`: the reason to stop, or kNone.
   FinishReason StopReason(const Sequence& seq, int32_t token) const;

@@ -154,6 +154,9 @@ TEST_F(DaemonKvBlocksTest, TokensEqualAPrivatePoolsAndAnotherEngineHitsThePublis
   // Every full block of prompt and output (but the last token's) was published: 20+12-1 -> 3,
   // 37+12-1 -> 6, 9+12-1 -> 2.
   EXPECT_EQ(blocks_a->stats().published, 11);
+  // The three were admitted in the first step, their prefixes looked up in one LookupMany.
+  EXPECT_EQ(blocks_a->stats().lookup_batches, 1);
+  EXPECT_EQ(blocks_a->stats().lookups, 3);
   EXPECT_TRUE(blocks_a->status().ok()) << blocks_a->status();
 
   // Another engine, on another connection, finds request 1's blocks in kvtierd.
