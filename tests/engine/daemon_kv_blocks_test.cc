@@ -25,8 +25,17 @@ constexpr int64_t kBlockTokens = 8;  // llama3 test model: 8 tokens * 512 B = 4 
 
 std::vector<std::string> DaemonFlags(const std::string& max_working_slots,
                                      const std::string& t1 = "1MiB") {
-  return {"--t1.capacity_bytes", t1, "--t1.slot_bytes", "4KiB", "--t1.touch_threads", "1",
-          "--t1.huge_pages", "off", "--t2.enabled", "false", "--daemon.max_working_slots",
+  return {"--t1.capacity_bytes",
+          t1,
+          "--t1.slot_bytes",
+          "4KiB",
+          "--t1.touch_threads",
+          "1",
+          "--t1.huge_pages",
+          "off",
+          "--t2.enabled",
+          "false",
+          "--daemon.max_working_slots",
           max_working_slots};
 }
 
