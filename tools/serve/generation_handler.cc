@@ -216,7 +216,7 @@ asio::awaitable<bool> HandleGeneration(ServeContext& ctx, std::shared_ptr<Connec
         "rate_limit_error", "", "rate_limit_exceeded");
   }
   if (error) {
-    ctx.metrics->OnRequestDone(Outcome::kRejected, 0, 0, 0, 0);
+    ctx.metrics->OnRequestDone(Outcome::kRejected, RequestTokens{});
     KVTIER_LOG(kDebug, "serve", "{} {}: {}", error->status,
                log::EscapeForLog(std::string_view(req.target().data(), req.target().size())),
                log::EscapeForLog(error->message));

@@ -41,10 +41,10 @@ void AddServeFlags(CLI::App* cmd, ServeFlags* f) {
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   cmd->add_option("--daemon", f->daemon,
-                  "kvtierd's socket: keep the KV cache in kvtierd's T1, attended in place and "
-                  "shared with every client of the daemon, kept across restarts of this server "
-                  "(CPU backend; kvtierd's t1.slot_bytes must equal one block's fp32 K/V, the "
-                  "error says how much)");
+                  "kvtierd's socket: keep the KV cache in kvtierd (T1 for the CPU backend, T0 for "
+                  "the GPU), attended in place, shared with every client of the daemon and kept "
+                  "across restarts of this server; kvtierd's t1.slot_bytes must equal one block's "
+                  "K/V (fp32 on the CPU, the model's dtype on the GPU; the error says how much)");
   cmd->add_flag("--no-prefix-caching", f->no_prefix_caching,
                 "Compute every prompt in full (no reuse of cached prefix blocks)");
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "Request bodies larger get 413")

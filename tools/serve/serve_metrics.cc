@@ -111,14 +111,6 @@ void ServeMetrics::OnRequestDone(Outcome outcome, const RequestTokens& tokens) {
   preemptions_->Increment(tokens.preemptions);
 }
 
-void ServeMetrics::OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t cached_tokens,
-                                 int64_t completion_tokens, int32_t preemptions) {
-  RequestTokens tokens{
-      .prompt = prompt_tokens, .completion = completion_tokens, .preemptions = preemptions};
-  tokens.cached_from[static_cast<size_t>(engine::CacheSource::kEngine)] = cached_tokens;
-  OnRequestDone(outcome, tokens);
-}
-
 std::string ServeMetrics::Render() const {
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, registry_->Collect());

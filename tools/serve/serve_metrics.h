@@ -53,10 +53,6 @@ class ServeMetrics {
   void SetQueues(size_t running, size_t waiting);
   // A request left the engine (or was refused before reaching it: kRejected, no tokens).
   void OnRequestDone(Outcome outcome, const RequestTokens& tokens);
-  // The same without the cache's sources, for requests that never reached the engine
-  // (generation_handler's rejections pass zeros): cached tokens, if any, count as "engine".
-  void OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t cached_tokens,
-                     int64_t completion_tokens, int32_t preemptions);
 
   // The text exposition format.
   std::string Render() const;
