@@ -62,8 +62,12 @@ StepPlan Scheduler::Schedule() {
 bool Scheduler::ScheduleRunning(size_t i, int64_t& budget, StepPlan& plan) {
   Sequence& seq = *running_[i];
   const int64_t start = seq.num_computed_tokens();
-  const int64_t n = std::min(seq.num_tokens() - start, budget);
-  const int64_t need = blocks_.SlotsToGrow(seq, start + n);
+  int64_t n = std::min(seq.num_tokens() - start, budget);
+  int64_t need = blocks_.SlotsToGrow(seq, start + n);
+  if (n > 1 && blocks_.MayMakeRoomLater() && !blocks_.CanTake(need)) {
+    n = std::max<int64_t>(1, ChunkThatFits(seq, start, n));  // a prefill shrinks to the room first
+    need = blocks_.SlotsToGrow(seq, start + n);
+  }
   while (!blocks_.CanTake(need) && running_.size() > i + 1) {
     PreemptLast();
     ++plan.preempted;
@@ -94,8 +98,12 @@ bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
   Sequence& seq = *waiting_.front();
   const int64_t cached = blocks_.CachedPrefixBlocks(seq);
   const int64_t start = cached * blocks_.block_tokens();
-  const int64_t n = std::min(seq.num_tokens() - start, budget);
-  if (!blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) return false;
+  int64_t n = std::min(seq.num_tokens() - start, budget);
+  if (!blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) {
+    if (!blocks_.MayMakeRoomLater()) return false;
+    n = ChunkThatFits(seq, start, n);  // the rest of the prompt in later steps
+    if (n < 1 || !blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) return false;
+  }
   blocks_.Admit(seq, cached, start + n);
   if (seq.preemptions() == 0) seq.set_prompt_cached_tokens(start);  // its first admission
   stats_.cached_tokens += start;
@@ -105,6 +113,13 @@ bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
   plan.chunks.push_back({.seq = &seq, .start = start, .n = n});
   budget -= n;
   return true;
+}
+
+int64_t Scheduler::ChunkThatFits(const Sequence& seq, int64_t start, int64_t n) const {
+  const int64_t bt = blocks_.block_tokens();
+  const int64_t held = static_cast<int64_t>(seq.block_table().size()) * bt - start;
+  const int64_t fits = std::max<int64_t>(held, 0) + int64_t{blocks_.free_slots()} * bt;
+  return std::min(n, fits);
 }
 
 void Scheduler::PreemptLast() {

@@ -114,6 +114,11 @@ class Scheduler {
   // than max_running leaves room for), so a daemon looks them up in one round trip.
   void LookAhead(int64_t budget) const;
   static constexpr size_t kLookAhead = 64;
+  // The longest part of an n-token chunk of seq from `start` on that the slots it holds and
+  // free_slots() can take (0 when none). Used where the KV blocks may make room later (a daemon):
+  // a prefill larger than what it can have at once (its working-slot quota, say) runs in smaller
+  // chunks, its published blocks leaving the quota, instead of waiting for room that never comes.
+  int64_t ChunkThatFits(const Sequence& seq, int64_t start, int64_t n) const;
   void PreemptLast();
   // After `token` was appended to `seq`: the reason to stop, or kNone.
   FinishReason StopReason(const Sequence& seq, int32_t token) const;

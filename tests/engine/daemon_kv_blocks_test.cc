@@ -186,12 +186,29 @@ TEST_F(DaemonKvBlocksTest, TokensEqualAPrivatePoolsAndAnotherEngineHitsThePublis
   EXPECT_GT(blocks_b->stats().already_present, 0);
 }
 
+// A prompt of more blocks than the working-slot quota runs in chunks that fit (its published
+// blocks leave the quota) instead of waiting for room it can never get.
+TEST_F(DaemonKvBlocksTest, APromptLargerThanTheWorkingSlotQuotaRunsInChunksThatFit) {
+  StartDaemon("6");
+  const std::vector<std::vector<int32_t>> prompts = {Prompt(100, 7)};  // 13 blocks
+  const std::vector<RequestOutput> want = Local(prompts, 10);
+  client_ = Connect("engine-big-prompt");
+  ASSERT_NE(client_, nullptr);
+  engine_ = DaemonEngine(*client_, &blocks_);
+  ASSERT_NE(engine_, nullptr);
+  const std::vector<RequestOutput> got = RunAll(*engine_, prompts, 10);
+  EXPECT_EQ(got[0].tokens, want[0].tokens);
+  EXPECT_EQ(got[0].preemptions, 0);
+  EXPECT_TRUE(blocks_->status().ok()) << blocks_->status();
+}
+
 TEST_F(DaemonKvBlocksTest, AWorkingSlotQuotaTooSmallForAllAtOnceChangesNoToken) {
   StartDaemon("6");  // one request's prompt (4 blocks) and a little more, at a time
   ASSERT_NO_FATAL_FAILURE(RunFiveAgainstAPrivatePool("engine-small-quota", 10));
   EXPECT_LE(blocks_->free_slots(), 6);
-  // The quota held them back: alone on a private pool the five run side by side (~40 steps).
-  EXPECT_GT(engine_->scheduler().stats().steps, 60);
+  // The quota held them back: on a private pool the five run side by side (41 steps: one prefill
+  // and 40 decodes); here prefills shrink to the slots the quota leaves, and requests wait.
+  EXPECT_GT(engine_->scheduler().stats().steps, 41);
 }
 
 TEST_F(DaemonKvBlocksTest, AT1TooSmallForAllAtOncePreemptsAndChangesNoToken) {
