@@ -16,23 +16,29 @@ constexpr size_t kMaxPerCall = 1024;  // the protocol's items per request
 
 BlockCode CodeOf(const BlockResult& r) { return static_cast<BlockCode>(r.code); }
 
-// T1's slot count, when its slots are exactly `slot_bytes` (the engine indexes slot * slot_bytes).
-absl::StatusOr<int32_t> T1Slots(const client::Client& client, uint64_t slot_bytes) {
-  if (client.slot_bytes() != slot_bytes) {
+// The slot count of a tier of `slots` slots of `tier_slot_bytes`, when those are exactly
+// `slot_bytes` (the engine indexes slot * slot_bytes). T0's slots are T1's size, so either is set
+// with --t1.slot_bytes.
+absl::StatusOr<int32_t> TierSlots(const char* tier, uint64_t tier_slot_bytes, uint64_t slots,
+                                  uint64_t slot_bytes) {
+  if (tier_slot_bytes != slot_bytes) {
     return absl::InvalidArgumentError(fmt::format(
-        "engine KV in kvtierd: T1's slots are {} bytes, the engine's blocks {}: start kvtierd with "
+        "engine KV in kvtierd: {}'s slots are {} bytes, the engine's blocks {}: start kvtierd with "
         "--t1.slot_bytes {} to attend in place",
-        client.slot_bytes(), slot_bytes, slot_bytes));
+        tier, tier_slot_bytes, slot_bytes, slot_bytes));
   }
-  const uint64_t slots = client.t1_bytes() / slot_bytes;
   if (slots < 1 || slots > static_cast<uint64_t>(INT32_MAX)) {
-    return absl::InvalidArgumentError(
-        fmt::format("engine KV in kvtierd: T1 holds {} slots of {} bytes", slots, slot_bytes));
+    return absl::InvalidArgumentError(fmt::format(
+        "engine KV in kvtierd: {} holds {} slots of {} bytes", tier, slots, slot_bytes));
   }
   return static_cast<int32_t>(slots);
 }
 
-// T0's slot count, when its slots are exactly `slot_bytes`.
+absl::StatusOr<int32_t> T1Slots(const client::Client& client, uint64_t slot_bytes) {
+  const uint64_t have = client.slot_bytes();
+  return TierSlots("T1", have, have == 0 ? 0 : client.t1_bytes() / have, slot_bytes);
+}
+
 absl::StatusOr<int32_t> T0Slots(const client::Client& client, uint64_t slot_bytes) {
   const std::optional<client::T0Info> t0 = client.t0();
   if (!t0.has_value()) {
@@ -40,17 +46,7 @@ absl::StatusOr<int32_t> T0Slots(const client::Client& client, uint64_t slot_byte
         "engine KV in kvtierd's T0: the daemon has no T0 (start it with --t0.capacity_bytes on "
         "this GPU)");
   }
-  if (t0->slot_bytes != slot_bytes) {
-    return absl::InvalidArgumentError(fmt::format(
-        "engine KV in kvtierd: T0's slots are {} bytes, the engine's blocks {}: start kvtierd with "
-        "--t1.slot_bytes {} (T0 has T1's slot size) to attend in place",
-        t0->slot_bytes, slot_bytes, slot_bytes));
-  }
-  if (t0->slots < 1 || t0->slots > static_cast<uint32_t>(INT32_MAX)) {
-    return absl::InvalidArgumentError(
-        fmt::format("engine KV in kvtierd: T0 holds {} slots of {} bytes", t0->slots, slot_bytes));
-  }
-  return static_cast<int32_t>(t0->slots);
+  return TierSlots("T0", t0->slot_bytes, t0->slots, slot_bytes);
 }
 
 // The tier a lookup found a block in (the highest of several).

@@ -1,15 +1,19 @@
 // What the GPU benchmarks share: dying with a message on a failed runtime call (a benchmark has no
-// caller to return an error to), and the best GPU-event time of a repeated measurement.
+// caller to return an error to), the best GPU-event time of a repeated measurement, and seeded
+// random prompts.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/gpu_runtime.h"
 
@@ -27,6 +31,15 @@ template <typename T>
 T Take(const char* program, absl::StatusOr<T> v, const char* what) {
   Check(program, v.status(), what);
   return std::move(*v);
+}
+
+// `n` token ids drawn uniformly from [0, vocab) with `seed` (the same seed, the same prompt).
+inline std::vector<int32_t> RandomIds(int64_t n, uint32_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab) - 1);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& id : ids) id = dist(rng);
+  return ids;
 }
 
 // Best GPU time in seconds of `enqueue` (work enqueued on `stream`) over `repeat` runs, after one

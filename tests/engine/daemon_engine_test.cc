@@ -85,6 +85,20 @@ class DaemonEngineTest : public ::testing::Test {
     return o;
   }
 
+  // 18 prompts of 200 tokens (12 blocks each, published by one commit) through `d`, more than
+  // the daemon's upper tiers hold: the evictor moves the first ones down to T2 meanwhile, with no
+  // block refused as changed after commit, and the first prompt comes back with blocks from T2.
+  void ExpectEvictedBlocksReachT2(DaemonEngine& d) {
+    std::vector<std::vector<int32_t>> many;
+    for (int32_t s = 0; s < 18; ++s) many.push_back(Prompt(200, 100 + s));
+    for (const auto& p : many) RunAll(*d.engine, {p}, 4);
+    EXPECT_TRUE(d.blocks->status().ok()) << d.blocks->status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
+    EXPECT_EQ(daemon_->Log().find("no longer matches"), std::string::npos) << daemon_->Log();
+    const std::vector<RequestOutput> first = RunAll(*d.engine, {many[0]}, 4);
+    EXPECT_GT(first[0].prompt_cached_from[3], 0) << "the first prompt's blocks reached T2";
+  }
+
   testing::TempDir dir_;
   std::unique_ptr<KvtierdProcess> daemon_;
 };
@@ -119,14 +133,7 @@ TEST_F(DaemonEngineTest, CpuBlocksEvictedToT2KeepTheirChecksums) {
   ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
   auto a = CreateDaemonEngine(model->get(), nullptr, Options("a"));
   ASSERT_TRUE(a.ok()) << a.status() << "\n" << daemon_->Log();
-  std::vector<std::vector<int32_t>> many;
-  for (int32_t s = 0; s < 18; ++s) many.push_back(Prompt(200, 100 + s));
-  for (const auto& p : many) RunAll(*a->engine, {p}, 4);
-  EXPECT_TRUE(a->blocks->status().ok()) << a->blocks->status();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
-  EXPECT_EQ(daemon_->Log().find("no longer matches"), std::string::npos) << daemon_->Log();
-  const std::vector<RequestOutput> first = RunAll(*a->engine, {many[0]}, 4);
-  EXPECT_GT(first[0].prompt_cached_from[3], 0) << "the first prompt's blocks reached T2";
+  ExpectEvictedBlocksReachT2(*a);
 }
 
 TEST_F(DaemonEngineTest, WrongSlotSizeNamesTheFlagToUse) {
@@ -200,14 +207,7 @@ TEST_F(DaemonEngineGpuTest, BlocksEvictedThroughT1ToT2KeepTheirChecksums) {
   ASSERT_NO_FATAL_FAILURE(Start("4KiB", true, "256KiB", "128KiB"));
   auto a = CreateDaemonEngine(nullptr, model_.get(), Options("a"));
   ASSERT_TRUE(a.ok()) << a.status() << "\n" << daemon_->Log();
-  std::vector<std::vector<int32_t>> many;
-  for (int32_t s = 0; s < 18; ++s) many.push_back(Prompt(200, 100 + s));
-  for (const auto& p : many) RunAll(*a->engine, {p}, 4);
-  EXPECT_TRUE(a->blocks->status().ok()) << a->blocks->status();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
-  EXPECT_EQ(daemon_->Log().find("no longer matches"), std::string::npos) << daemon_->Log();
-  const std::vector<RequestOutput> first = RunAll(*a->engine, {many[0]}, 4);
-  EXPECT_GT(first[0].prompt_cached_from[3], 0) << "the first prompt's blocks reached T2";
+  ExpectEvictedBlocksReachT2(*a);
 }
 
 TEST_F(DaemonEngineGpuTest, ADaemonWithoutT0IsRefusedAndSaysSo) {

@@ -84,14 +84,6 @@ Flags ParseFlags(int argc, char** argv) {
   return f;
 }
 
-std::vector<int32_t> RandomIds(int64_t n, uint32_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab) - 1);
-  std::vector<int32_t> ids(n);
-  for (int32_t& id : ids) id = dist(rng);
-  return ids;
-}
-
 struct Run {
   double ttft_ms = 0;
   RequestOutput out;
@@ -179,7 +171,7 @@ int Main(int argc, char** argv) {
   engine::DaemonEngine d = Take(engine::CreateDaemonEngine(nullptr, model.get(), o), "engine");
   const uint32_t vocab = model->config().vocab_size;
   uint32_t seed = 1;
-  auto fresh = [&] { return RandomIds(f.prompt_tokens, vocab, seed++); };
+  auto fresh = [&] { return bench::RandomIds(f.prompt_tokens, vocab, seed++); };
   RunOne(*d.engine, fresh(), f.new_tokens);  // warm-up: kernels, graphs, the working reserve
   std::printf("%s: %lld-token prompts, %d new tokens, blocks of %lld tokens, GPU backend in T0\n",
               kProgram, static_cast<long long>(f.prompt_tokens), f.new_tokens,

@@ -148,14 +148,6 @@ Ceilings MeasureCeilings(gpu::StreamHandle stream) {
   return c;
 }
 
-std::vector<int32_t> RandomIds(int64_t n, uint32_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab) - 1);
-  std::vector<int32_t> ids(n);
-  for (int32_t& id : ids) id = dist(rng);
-  return ids;
-}
-
 // Prefill of `prompt` and the first token, host to host.
 double TtftMs(GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler,
               const std::vector<int32_t>& prompt) {
@@ -169,7 +161,7 @@ double TtftMs(GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler,
 void Prefill(const Flags& f, GpuModel& model, GpuKvPool& pool, engine::GpuSampler& sampler,
              const Ceilings& c, double params) {
   for (int64_t n : f.prefill) {
-    const std::vector<int32_t> prompt = RandomIds(n, model.config().vocab_size, 1);
+    const std::vector<int32_t> prompt = bench::RandomIds(n, model.config().vocab_size, 1);
     double best = 1e30;
     for (int r = 0; r < 4; ++r) {  // the first is a warm-up
       const double ms = TtftMs(model, pool, sampler, prompt);
@@ -191,7 +183,7 @@ absl::StatusOr<double> DecodeMs(const Flags& f, GpuModel& model, GpuKvPool& pool
   GpuSequence seq(model, pool);
   KVTIER_ASSIGN_OR_RETURN(
       const float* logits,
-      seq.Append(RandomIds(context, model.config().vocab_size, 2), /*all_logits=*/false));
+      seq.Append(bench::RandomIds(context, model.config().vocab_size, 2), /*all_logits=*/false));
   KVTIER_ASSIGN_OR_RETURN(int32_t token, sampler.Choose(logits, {}, 0, model.stream()));
   Clock::time_point t0 = Clock::now();
   for (int i = -3; i < f.decode_steps; ++i) {  // 3 warm-up steps (they record the graph)
@@ -209,7 +201,7 @@ absl::StatusOr<double> DecodeGpuOnlyMs(const Flags& f, GpuModel& model, GpuKvPoo
                                        int64_t context) {
   GpuSequence seq(model, pool);
   KVTIER_RETURN_IF_ERROR(
-      seq.Append(RandomIds(context, model.config().vocab_size, 2), false).status());
+      seq.Append(bench::RandomIds(context, model.config().vocab_size, 2), false).status());
   const int32_t token = 7;
   KVTIER_RETURN_IF_ERROR(seq.Append({&token, 1}, false).status());  // records the graph
   KVTIER_ASSIGN_OR_RETURN(gpu::Event start, gpu::Event::Create(true));
@@ -270,7 +262,8 @@ void DecodeProfile(GpuModel& model, GpuKvPool& pool, int64_t context) {
   constexpr int kSteps = 4;
   model.SetDecodePath(true, false);
   GpuSequence seq(model, pool);
-  Check(seq.Append(RandomIds(context, model.config().vocab_size, 2), false).status(), "prefill");
+  Check(seq.Append(bench::RandomIds(context, model.config().vocab_size, 2), false).status(),
+        "prefill");
   const int32_t token = 7;
   Check(seq.Append({&token, 1}, false).status(), "warm-up step");
   ProfileOps(model, "decode_profile", context, kSteps, [&] {
@@ -280,7 +273,7 @@ void DecodeProfile(GpuModel& model, GpuKvPool& pool, int64_t context) {
 
 // Prefill of a prompt of n tokens (after a warm-up one), by operator.
 void PrefillProfile(GpuModel& model, GpuKvPool& pool, int64_t n) {
-  const std::vector<int32_t> prompt = RandomIds(n, model.config().vocab_size, 1);
+  const std::vector<int32_t> prompt = bench::RandomIds(n, model.config().vocab_size, 1);
   {
     GpuSequence warm(model, pool);
     Check(warm.Append(prompt, false).status(), "warm-up");
@@ -303,7 +296,8 @@ void BatchDecodeGpuOnly(GpuModel& model, int64_t batch) {
   std::vector<std::vector<int32_t>> prompts, tables;
   std::vector<engine::ChunkInput> chunks;
   for (int64_t b = 0; b < batch; ++b) {
-    prompts.push_back(RandomIds(kPrompt, model.config().vocab_size, static_cast<uint32_t>(b + 3)));
+    prompts.push_back(
+        bench::RandomIds(kPrompt, model.config().vocab_size, static_cast<uint32_t>(b + 3)));
     tables.emplace_back(per_seq);
     std::iota(tables.back().begin(), tables.back().end(), static_cast<int32_t>(b * per_seq));
   }
