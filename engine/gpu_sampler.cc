@@ -86,13 +86,22 @@ absl::Status GpuSampler::EnsureRows(int64_t rows) {
   return absl::OkStatus();
 }
 
+absl::Status GpuSampler::WaitFor(gpu::StreamHandle stream) {
+  KVTIER_ASSIGN_OR_RETURN(gpu::Event done, gpu::Event::Create());
+  KVTIER_RETURN_IF_ERROR(done.Record(stream));
+  return done.Synchronize();
+}
+
 absl::StatusOr<std::vector<int32_t>> GpuSampler::ChooseRows(const float* logits,
                                                             std::span<const SampleSpec> rows,
                                                             gpu::StreamHandle stream) {
   std::vector<int32_t> tokens(rows.size(), -1);
   int64_t n = 0;
   for (const SampleSpec& r : rows) n += r.wanted ? 1 : 0;
-  if (n == 0) return tokens;
+  if (n == 0) {  // nothing to choose, but the step's KV writes must be done before it returns
+    KVTIER_RETURN_IF_ERROR(WaitFor(stream));
+    return tokens;
+  }
   KVTIER_RETURN_IF_ERROR(EnsureRows(n));
   int64_t i = 0;
   for (size_t b = 0; b < rows.size(); ++b) {
@@ -112,9 +121,7 @@ absl::StatusOr<std::vector<int32_t>> GpuSampler::ChooseRows(const float* logits,
   KVTIER_RETURN_IF_ERROR(ops::gpu::SampleRows(logits, vocab_, device_rows, n, rows_workspace_,
                                               rows_workspace_bytes_, device_ids, stream));
   KVTIER_RETURN_IF_ERROR(gpu::CopyAsync(host_ids_, device_ids, 4 * static_cast<size_t>(n), stream));
-  KVTIER_ASSIGN_OR_RETURN(gpu::Event done, gpu::Event::Create());
-  KVTIER_RETURN_IF_ERROR(done.Record(stream));
-  KVTIER_RETURN_IF_ERROR(done.Synchronize());
+  KVTIER_RETURN_IF_ERROR(WaitFor(stream));
   i = 0;
   for (size_t b = 0; b < rows.size(); ++b) {
     if (rows[b].wanted) tokens[b] = host_ids_[i++];

@@ -36,8 +36,10 @@ class GpuSampler {
 
   // One token for each rows[b].wanted, chosen from logits [rows.size(), vocab] (row b; float32,
   // device memory, ready on `stream`) with rows[b].params and draw counter rows[b].step; -1 where
-  // not wanted. One launch (ops::gpu::SampleRows) and one copy back, then waits for them. The
-  // tokens are those Choose gives row by row. Preconditions as Choose's, for every wanted row.
+  // not wanted. One launch (ops::gpu::SampleRows) and one copy back, then waits for them and for
+  // everything enqueued on `stream` before (also when no row is wanted: a prefill chunk's KV
+  // writes are done when it returns, so the engine may hash and publish them). The tokens are
+  // those Choose gives row by row. Preconditions as Choose's, for every wanted row.
   absl::StatusOr<std::vector<int32_t>> ChooseRows(const float* logits,
                                                   std::span<const SampleSpec> rows,
                                                   gpu::StreamHandle stream);
@@ -54,6 +56,8 @@ class GpuSampler {
 
   // ChooseRows' buffers, grown to the most rows asked for at once (rows_capacity_).
   absl::Status EnsureRows(int64_t rows);
+  // Blocks until everything enqueued on `stream` so far is done.
+  absl::Status WaitFor(gpu::StreamHandle stream);
   int64_t rows_capacity_ = 0;
   ops::gpu::SampleRow* host_rows_ = nullptr;  // [capacity] pinned: what is uploaded
   void* device_rows_ = nullptr;               // [capacity] SampleRow, then [capacity] int32 ids

@@ -14,6 +14,10 @@ namespace {
 
 constexpr int64_t kDefaultStepTokens = 512;
 
+double MsBetween(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
 // The prefix cache's namespace root: blocks of another model, KV dtype or block size never match.
 absl::StatusOr<BlockKey> Root(const ModelBackend& backend) {
   Namespace ns;
@@ -108,7 +112,10 @@ absl::StatusOr<uint64_t> LlmEngine::Add(std::vector<int32_t> prompt,
 absl::StatusOr<StepOutput> LlmEngine::Step() {
   StepOutput out;
   KVTIER_RETURN_IF_ERROR(blocks_->status());
+  const auto t0 = std::chrono::steady_clock::now();
   const StepPlan plan = scheduler_->Schedule();
+  const auto t1 = std::chrono::steady_clock::now();
+  out.times.schedule_ms = MsBetween(t0, t1);
   KVTIER_RETURN_IF_ERROR(blocks_->status());  // a daemon error while scheduling
   if (plan.empty()) {
     if (!scheduler_->idle() && blocks_->MayMakeRoomLater()) {
@@ -131,10 +138,13 @@ absl::StatusOr<StepOutput> LlmEngine::Step() {
                        .step = static_cast<uint64_t>(c.seq->num_completion_tokens())});
   }
   KVTIER_ASSIGN_OR_RETURN(const std::vector<int32_t> chosen, backend_->Step(batch, samples));
+  const auto t2 = std::chrono::steady_clock::now();
+  out.times.forward_ms = MsBetween(t1, t2);
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     if (samples[i].wanted) out.tokens.push_back({plan.chunks[i].seq->id(), chosen[i]});
   }
   scheduler_->Update(plan, chosen);
+  out.times.update_ms = MsBetween(t2, std::chrono::steady_clock::now());
   CollectFinished(out);
   return out;
 }

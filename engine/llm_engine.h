@@ -56,6 +56,12 @@ struct StepOutput {
   // Requests wait, but no slot could be had now and the KV blocks may make room later
   // (KvBlocks::MayMakeRoomLater: the daemon's tier is full): step again after a moment.
   bool waiting_for_room = false;
+  // Where the step's time went, host clock: scheduling (the KV blocks' lookups, leases and the
+  // daemon's promotions for admitted prefixes), the backend's forward and sampling, and the
+  // update (committing filled blocks: their checksums and publish). For benchmarks and tracing.
+  struct Times {
+    double schedule_ms = 0, forward_ms = 0, update_ms = 0;
+  } times;
 };
 
 class LlmEngine {

@@ -39,8 +39,11 @@ class ModelBackend {
   virtual int64_t max_step_tokens() const = 0;
 
   // Runs `batch` (forward_batch.h) and returns one token per entry: the chosen one where
-  // samples[b].wanted, else -1. Errors: the model's (InvalidArgument for a bad batch) or the
-  // device's.
+  // samples[b].wanted, else -1. Returns once the step's work is complete, KV writes included:
+  // KvBlocks::Commit hashes and publishes the blocks it filled next, from another stream or
+  // process (a prefill chunk that samples nothing too: the 8B benchmark's T0-born blocks were
+  // refused at T2 as changed after commit when it did not). Errors: the model's (InvalidArgument
+  // for a bad batch) or the device's.
   virtual absl::StatusOr<std::vector<int32_t>> Step(std::span<const ChunkInput> batch,
                                                     std::span<const SampleSpec> samples) = 0;
 };

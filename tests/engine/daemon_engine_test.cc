@@ -210,6 +210,19 @@ TEST_F(DaemonEngineGpuTest, BlocksEvictedThroughT1ToT2KeepTheirChecksums) {
   ExpectEvictedBlocksReachT2(*a);
 }
 
+// The same with prompts prefilled 48 tokens a step: chunks that sample nothing publish their
+// blocks too, and the GPU hashes them only once their KV writes are done (GpuBackend::Step waits
+// for them; it used to return at once when no row sampled, and the 8B benchmark's 8K prompts, 16
+// chunks of 512, had every block refused at T2).
+TEST_F(DaemonEngineGpuTest, BlocksOfPrefillChunksThatSampleNothingKeepTheirChecksums) {
+  ASSERT_NO_FATAL_FAILURE(Start("4KiB", true, "256KiB", "128KiB"));
+  DaemonEngineOptions o = Options("a");
+  o.engine.max_step_tokens = 48;
+  auto a = CreateDaemonEngine(nullptr, model_.get(), o);
+  ASSERT_TRUE(a.ok()) << a.status() << "\n" << daemon_->Log();
+  ExpectEvictedBlocksReachT2(*a);
+}
+
 TEST_F(DaemonEngineGpuTest, ADaemonWithoutT0IsRefusedAndSaysSo) {
   ASSERT_NO_FATAL_FAILURE(Start("4KiB", false));
   auto a = CreateDaemonEngine(nullptr, model_.get(), Options("a"));

@@ -9,8 +9,10 @@
 // Each row prints the prompt tokens the cache gave by the tier the lookup found them in
 // (RequestOutput::prompt_cached_from), so a row that was not the hit it names says so. TTFT is
 // host to host: Add to the step that returns the first token; then the request runs to
-// --new-tokens. Ceilings in the same run: the disk's raw O_DIRECT read rate (--disk-file, read by
-// 8 threads in 2 MiB pieces) and the no-hit row itself (recompute).
+// --new-tokens. Each row also says where the time to the first token went (StepOutput::times):
+// scheduling (lookup, leases, the daemon's promotions), forward and sampling, update (checksums
+// and publish of the filled blocks). Ceilings in the same run: the disk's raw O_DIRECT read rate
+// (--disk-file, read by 8 threads in 2 MiB pieces) and the no-hit row itself (recompute).
 //
 //   kvtier_daemon_ttft_bench --model DIR --socket PATH [--prompt-tokens 8192] [--new-tokens 16]
 //                            [--block-tokens 16] [--fill 4] [--fill-t1 8] [--repeat 3]
@@ -86,6 +88,7 @@ Flags ParseFlags(int argc, char** argv) {
 
 struct Run {
   double ttft_ms = 0;
+  engine::StepOutput::Times parts;  // summed over the steps up to the first token
   RequestOutput out;
 };
 
@@ -100,6 +103,11 @@ Run RunOne(engine::LlmEngine& e, const std::vector<int32_t>& prompt, int new_tok
   bool first = false, done = false;
   while (!done) {
     engine::StepOutput s = Take(e.Step(), "step");
+    if (!first) {
+      r.parts.schedule_ms += s.times.schedule_ms;
+      r.parts.forward_ms += s.times.forward_ms;
+      r.parts.update_ms += s.times.update_ms;
+    }
     for (const auto& t : s.tokens) {
       if (t.id == id && !first) {
         first = true;
@@ -145,6 +153,32 @@ double DiskReadGBps(const std::string& path) {
   return static_cast<double>(bytes.load()) / s / 1e9;
 }
 
+// The host -> device copy rate from pinned memory, the ceiling of a promotion T1 -> T0: `bytes`
+// in 2 MiB copies on one stream (as the daemon's T0 does), best of 3.
+double HostToDeviceGBps(size_t bytes) {
+  constexpr size_t kPiece = size_t{2} << 20;
+  void* host = Take(gpu::PinnedAlloc(bytes), "pinned buffer");
+  void* device = Take(gpu::DeviceAlloc(bytes), "device buffer");
+  gpu::Stream stream = Take(gpu::Stream::Create(), "stream");
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const Clock::time_point t0 = Clock::now();
+    for (size_t at = 0; at < bytes; at += kPiece) {
+      if (!gpu::CopyAsync(static_cast<char*>(device) + at, static_cast<char*>(host) + at,
+                          std::min(kPiece, bytes - at), stream.handle())
+               .ok()) {
+        bench::Die(kProgram, "host -> device copy failed");
+      }
+    }
+    if (!stream.Synchronize().ok()) bench::Die(kProgram, "host -> device copy failed");
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(bytes) / s / 1e9);
+  }
+  (void)gpu::DeviceFree(device);
+  (void)gpu::PinnedFree(host);
+  return best;
+}
+
 std::string Sources(const RequestOutput& o) {
   const auto& c = o.prompt_cached_from;
   return fmt::format("T0 {} / T1 {} / T2 {} / computed {}", c[1], c[2], c[3],
@@ -152,7 +186,8 @@ std::string Sources(const RequestOutput& o) {
 }
 
 void Row(const char* name, const Run& r, const std::string& goal) {
-  std::printf("| %s | %.1f ms | %s | %s |\n", name, r.ttft_ms, Sources(r.out).c_str(),
+  std::printf("| %s | %.1f ms | %.1f / %.1f / %.1f ms | %s | %s |\n", name, r.ttft_ms,
+              r.parts.schedule_ms, r.parts.forward_ms, r.parts.update_ms, Sources(r.out).c_str(),
               goal.c_str());
   std::fflush(stdout);
 }
@@ -177,7 +212,8 @@ int Main(int argc, char** argv) {
               kProgram, static_cast<long long>(f.prompt_tokens), f.new_tokens,
               static_cast<long long>(f.block_tokens));
   std::printf(
-      "| case | TTFT | prompt tokens from | goal (issue 14) |\n| --- | --- | --- | --- |\n");
+      "| case | TTFT | of which schedule / forward / update | prompt tokens from | goal (issue 14) "
+      "|\n| --- | --- | --- | --- | --- |\n");
   const std::vector<int32_t> p = fresh();
   const Run none = RunOne(*d.engine, p, f.new_tokens);
   Row("no hit (recompute)", none, "-");
@@ -189,8 +225,13 @@ int Main(int argc, char** argv) {
   Row("T0 hit (best of --repeat)", best_t0, "<= 10 ms");
   for (int i = 0; i < f.fill; ++i) RunOne(*d.engine, fresh(), 1);
   const Run t1 = RunOne(*d.engine, p, f.new_tokens);
+  const double t1_bytes = static_cast<double>(t1.out.prompt_cached_from[2]) / f.block_tokens *
+                          static_cast<double>(model->KvGeometry(f.block_tokens).slot_elems()) * 2;
+  const double h2d = HostToDeviceGBps(size_t{1} << 30);
   Row("T1 hit (after --fill prompts)", t1,
-      fmt::format("<= 35 ms; {:.1f}x faster than recompute", none.ttft_ms / t1.ttft_ms));
+      fmt::format("<= 35 ms; {:.1f}x faster than recompute; pinned host -> device {:.1f} GB/s: "
+                  "{:.1f} ms for its {:.0f} MiB",
+                  none.ttft_ms / t1.ttft_ms, h2d, t1_bytes / h2d / 1e6, t1_bytes / (1 << 20)));
   for (int i = 0; i < f.fill_t1; ++i) RunOne(*d.engine, fresh(), 1);
   std::this_thread::sleep_for(std::chrono::seconds(2));  // let T1's demotions reach T2
   const Run t2 = RunOne(*d.engine, p, f.new_tokens);
