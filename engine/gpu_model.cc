@@ -26,7 +26,7 @@ struct GpuModel::Step {
                                 // the last logit_rows rows (a batch with prefill chunks)
   float* logits = nullptr;
   GpuKvPool* pool = nullptr;
-  void* workspace = nullptr;  // the decode attention's
+  void* workspace = nullptr;  // the attention's split results (decode; prefill's split over keys)
   int64_t workspace_bytes = 0;
 };
 
@@ -312,8 +312,10 @@ absl::Status GpuModel::Attention(int64_t layer, const Step& s) {
     KVTIER_RETURN_IF_ERROR(og::AttentionDecode(dtype(), params, batch, s.max_kv_len, s.workspace,
                                                s.workspace_bytes, stream()));
   } else {
+    const og::PrefillSplitSpace split{
+        .max_kv_len = s.max_kv_len, .workspace = s.workspace, .workspace_bytes = s.workspace_bytes};
     KVTIER_RETURN_IF_ERROR(
-        og::AttentionPrefill(dtype(), params, batch, s.in.q_indptr, s.max_q_len, stream()));
+        og::AttentionPrefill(dtype(), params, batch, s.in.q_indptr, s.max_q_len, stream(), split));
   }
   KVTIER_RETURN_IF_ERROR(Done("attention"));
   KVTIER_RETURN_IF_ERROR(

@@ -34,7 +34,9 @@ absl::StatusOr<std::unique_ptr<GpuScratch>> GpuScratch::Create(const ModelConfig
   const ops::AttentionParams params{
       .kv = {.layers = 1, .block_tokens = 1, .kv_heads = c.num_kv_heads, .head_dim = c.head_dim},
       .q_heads = c.num_heads};
-  s->decode_workspace_bytes = ops::gpu::AttentionDecodeWorkspaceBytes(params, 1);
+  s->decode_workspace_bytes = std::max(
+      ops::gpu::AttentionDecodeWorkspaceBytes(params, 1),
+      ops::gpu::AttentionPrefillWorkspaceBytes(params, std::min(max_tokens, kSplitPrefillRows)));
   const int64_t t = max_tokens * 2;  // bytes per element of each token's 16-bit row
   const int64_t sizes[] = {t * c.hidden_size,
                            t * c.hidden_size,
@@ -155,7 +157,10 @@ absl::StatusOr<StepInputs> GpuScratch::UploadPlan(const ForwardPlan& plan,
                                            .kv_heads = config.num_kv_heads,
                                            .head_dim = config.head_dim},
                                     .q_heads = config.num_heads};
-  KVTIER_RETURN_IF_ERROR(EnsureBatchWorkspace(ops::gpu::AttentionDecodeWorkspaceBytes(params, b)));
+  const int64_t split_rows = std::min(b * plan.max_q_len, kSplitPrefillRows);
+  KVTIER_RETURN_IF_ERROR(
+      EnsureBatchWorkspace(std::max(ops::gpu::AttentionDecodeWorkspaceBytes(params, b),
+                                    ops::gpu::AttentionPrefillWorkspaceBytes(params, split_rows))));
   KVTIER_RETURN_IF_ERROR(batch_staged_.Synchronize());  // the last upload has read the staging
   KVTIER_RETURN_IF_ERROR(EnsureBatchBytes(bytes));
   char* host = static_cast<char*>(batch_staging_);

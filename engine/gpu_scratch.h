@@ -40,6 +40,12 @@ struct StepInputs {
 
 class GpuScratch {
  public:
+  // Query rows (a step's sequences x its longest chunk) up to which the attention workspaces also
+  // hold the prefill's full split over the keys (AttentionPrefillWorkspaceBytes): a short chunk
+  // after a long cached prefix. Larger steps split less or not at all; their query tiles fill
+  // the device anyway.
+  static constexpr int64_t kSplitPrefillRows = 64;
+
   // For up to max_tokens tokens a call and block tables of up to max_blocks entries.
   static absl::StatusOr<std::unique_ptr<GpuScratch>> Create(const ModelConfig& config,
                                                             int64_t max_tokens, int64_t max_blocks);
@@ -59,8 +65,8 @@ class GpuScratch {
 
   // Stages a batched step's plan and enqueues its upload on `stream`, growing the batch buffers
   // first when the plan does not fit (waiting for the device, as enqueued work may read them).
-  // Also sizes batch_decode_workspace for plan.batch sequences. Precondition: plan.total <=
-  // max_tokens.
+  // Also sizes batch_decode_workspace for plan.batch sequences (and the prefill's split, up to
+  // kSplitPrefillRows rows). Precondition: plan.total <= max_tokens.
   absl::StatusOr<StepInputs> UploadPlan(const ForwardPlan& plan, const ModelConfig& config,
                                         gpu::StreamHandle stream);
   void* batch_decode_workspace() const { return batch_workspace_; }
@@ -77,7 +83,8 @@ class GpuScratch {
   void* gate_up = nullptr;           // [max(2 intermediate, hidden)]: a batched step gathers
                                      // its last tokens' rows here for the LM head
   void* act = nullptr;               // [intermediate]
-  void* decode_workspace = nullptr;  // AttentionDecode's split results
+  void* decode_workspace = nullptr;  // AttentionDecode's split results, and AttentionPrefill's
+                                     // for up to min(max_tokens, kSplitPrefillRows) rows
   int64_t decode_workspace_bytes = 0;
 
   // Logits, float32 [rows, vocab], room for at least `rows` rows: grown when needed (waiting for

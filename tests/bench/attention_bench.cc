@@ -14,7 +14,14 @@
 // each against N cached tokens: the K/V bytes read (2 * N * kv_heads * head_dim * 2 bytes per
 // sequence) over the time. GPU event times, best of --repeat after a warm-up.
 //
-//   kvtier_attention_bench [--repeat R]      (default 5)
+// Chunk over context: a short prefill chunk (Q tokens) after a long cached prefix (N tokens), as
+// after a prefix hit — one call per layer of a 32-layer pool (each layer's K/V distinct memory, as
+// in the engine), on the default kernel whole and split over the keys (attention_gpu.h); GB/s is
+// the K/V bytes read (2 * N * kv_heads * head_dim * 2 per layer) over the time, next to the HBM
+// copy row (its read rate is half the figure printed there).
+//
+//   kvtier_attention_bench [--repeat R] [--chunks]   (default 5; --chunks: only the copy and the
+//                                                     chunk-over-context rows)
 // Without a usable GPU it prints why and exits 0.
 #include <fmt/format.h>
 
@@ -233,6 +240,40 @@ Row Decode(int64_t batch, int64_t n, int repeat, gpu::StreamHandle stream) {
   return {fmt::format("attention decode, batch {}, {} tokens", batch, n), s, -1, bytes / s / 1e9};
 }
 
+// Q new tokens after N - Q cached ones, kLayers calls (one per layer); split over the keys or not.
+Row ChunkOverContext(int64_t q, int64_t n, bool split, int repeat, gpu::StreamHandle stream) {
+  constexpr int64_t kLayers = 32;
+  Arena arena;
+  ops::AttentionParams p = Params();
+  p.kv.layers = kLayers;
+  const int64_t blocks = (n + kBlockTokens - 1) / kBlockTokens;
+  ops::gpu::AttentionBatch b;
+  b.q = Filled(arena, q * kQHeads * kHeadDim * 2);
+  b.out = arena.Alloc(q * kQHeads * kHeadDim * 2);
+  b.pool = Filled(arena, blocks * p.kv.slot_elems() * 2);
+  b.kv_lens = Upload(arena, {static_cast<int32_t>(n)});
+  b.block_tables = Tables(arena, 1, blocks);
+  b.max_blocks = blocks;
+  b.batch = 1;
+  const int32_t* indptr = Upload(arena, {0, static_cast<int32_t>(q)});
+  ops::gpu::PrefillSplitSpace space;
+  if (split) {
+    space.max_kv_len = n;
+    space.workspace_bytes = ops::gpu::AttentionPrefillWorkspaceBytes(p, q);
+    space.workspace = arena.Alloc(space.workspace_bytes);
+  }
+  const double s = BestSeconds(repeat, stream, [&] {
+    for (int64_t l = 0; l < kLayers; ++l) {
+      p.layer = l;
+      Check(ops::gpu::AttentionPrefill(DType::kBf16, p, b, indptr, q, stream, space), "chunk");
+    }
+  });
+  const double bytes = static_cast<double>(kLayers) * n * 2 * kKvHeads * kHeadDim * 2;
+  return {fmt::format("prefill chunk of {} over {} tokens, {} layers, {}", q, n, kLayers,
+                      split ? "split over the keys" : "whole"),
+          s, -1, bytes / s / 1e9};
+}
+
 Row Gemm(bool tiled, int repeat, gpu::StreamHandle stream) {
   Arena arena;
   constexpr int64_t kN = 8192;
@@ -261,11 +302,23 @@ Row Copy(int repeat, gpu::StreamHandle stream) {
   return {"HBM copy 1 GiB (read + written)", s, -1, 2.0 * kBytes / s / 1e9};
 }
 
-int Run(int repeat) {
+void ChunkRows(int repeat, gpu::StreamHandle h, std::vector<Row>& rows) {
+  for (const auto [q, n] : {std::pair<int64_t, int64_t>{16, 8192}, {64, 16384}, {1, 4096}}) {
+    for (const bool split : {false, true}) rows.push_back(ChunkOverContext(q, n, split, repeat, h));
+  }
+}
+
+int Run(int repeat, bool chunks_only) {
   Check(gpu::SetDevice(0), "device");
   gpu::Stream stream = Take(gpu::Stream::Create(), "stream");
   const gpu::StreamHandle h = stream.handle();
   std::vector<Row> rows;
+  if (chunks_only) {
+    rows.push_back(Copy(repeat, h));
+    ChunkRows(repeat, h, rows);
+    Print(rows);
+    return 0;
+  }
   rows.push_back(Gemm(false, repeat, h));
   rows.push_back(Gemm(true, repeat, h));
   rows.push_back(Copy(repeat, h));
@@ -276,6 +329,7 @@ int Run(int repeat) {
   rows.push_back(Prefill(8192, kPortable, repeat, h));
   for (int64_t n : {1024, 8192, 32768}) rows.push_back(Decode(1, n, repeat, h));
   rows.push_back(Decode(8, 8192, repeat, h));
+  ChunkRows(repeat, h, rows);
   Print(rows);
   for (const std::string& d : g_diffs) std::printf("%s\n", d.c_str());
   return 0;
@@ -286,12 +340,15 @@ int Run(int repeat) {
 
 int main(int argc, char** argv) {
   int repeat = 5;
+  bool chunks_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::atoi(argv[++i]);
+    } else if (arg == "--chunks") {
+      chunks_only = true;
     } else {
-      std::fprintf(stderr, "usage: kvtier_attention_bench [--repeat R]\n");
+      std::fprintf(stderr, "usage: kvtier_attention_bench [--repeat R] [--chunks]\n");
       return 2;
     }
   }
@@ -300,5 +357,5 @@ int main(int argc, char** argv) {
     std::printf("attention_bench: no GPU (%s)\n", why.c_str());
     return 0;
   }
-  return kvtier::Run(repeat < 1 ? 1 : repeat);
+  return kvtier::Run(repeat < 1 ? 1 : repeat, chunks_only);
 }

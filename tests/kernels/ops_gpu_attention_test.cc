@@ -1,7 +1,9 @@
 // GPU attention (kernels/ops/gpu/attention_gpu.h) against ref::AttentionPrefill / AttentionDecode
 // over one pool of block-major slots with shuffled block tables: Llama-3.1-8B heads (32 q / 8 KV,
 // head_dim 128), cached prefixes plus chunks, ragged batches, sliding windows, contexts of a few
-// thousand tokens, and the small head sizes of the tiny test models.
+// thousand tokens, and the small head sizes of the tiny test models. Prefill runs both whole
+// and, given a workspace, split over the keys (short chunks over long contexts, where the plan
+// splits; elsewhere the same call must give the same result unsplit).
 //
 // Tolerance: the output is a convex combination of V rows (|v| <= 1 here) computed in float32 and
 // rounded once to the format: bf16 atol 4e-3 + rtol 2^-7, fp16 atol 5e-4 + rtol 2^-10. The
@@ -115,7 +117,26 @@ class PrefillKernelEnv {
   ~PrefillKernelEnv() { unsetenv("KVTIER_PREFILL_KERNEL"); }
 };
 
-void CheckPrefill(DType dtype, const Case& c) {
+int64_t MultiprocessorCount() {
+  const absl::StatusOr<gpu::DeviceInfo> info = gpu::GetDeviceInfo(0);
+  return info.ok() ? info->multiprocessors : 1;
+}
+
+// Whether the prefill of a case is split over the keys on this device, given the workspace the
+// checks pass (the plan of attention_gpu.cc with the tensor-core kernels' 128-row tiles).
+bool PrefillSplits(const Case& c, int64_t max_q, int64_t ws_bytes) {
+  const int64_t batch = static_cast<int64_t>(c.kv_lens.size());
+  const int64_t max_kv = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
+  const int64_t span = c.window > 0 ? std::min(max_kv, c.window + max_q) : max_kv;
+  const int64_t tiles = (max_q * (c.q_heads / c.kv_heads) + 127) / 128;
+  const int64_t per_split = batch * max_q * c.q_heads * (c.head_dim + 1) * 4;
+  return ops::gpu::PrefillSplits(tiles * c.kv_heads * batch, MultiprocessorCount(), span,
+                                 ws_bytes / per_split) > 1;
+}
+
+// Each kernel, whole and (with a workspace) split over the keys, against the reference. A split
+// is expected when `expect_split` (the test is about it): a check that it happened at all.
+void CheckPrefill(DType dtype, const Case& c, bool expect_split = false) {
   Setup s;
   Build(dtype, c, s);
   const int64_t batch = static_cast<int64_t>(c.kv_lens.size());
@@ -125,18 +146,31 @@ void CheckPrefill(DType dtype, const Case& c) {
   ops::ref::AttentionPrefill(s.params, s.q.data(), s.q_indptr.data(), c.kv_lens.data(),
                              s.tables.data(), s.max_blocks, batch, s.pool.data(), want.data());
   const int64_t max_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
+  const int64_t max_kv = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
+  const int64_t ws_bytes = ops::gpu::AttentionPrefillWorkspaceBytes(s.params, batch * max_q);
+  if (expect_split) {
+    EXPECT_TRUE(PrefillSplits(c, max_q, ws_bytes)) << "no split planned";
+  }
+  DeviceBuffer workspace(ws_bytes);
   for (const Kernel& kernel : kKernels) {
     const Tolerance tol = kernel.portable ? AttentionTolerance(dtype) : MmaPrefillTolerance(dtype);
-    DeviceBuffer out(out_elems * 2);
     const auto run =
         kernel.portable ? ops::gpu::AttentionPrefillPortable : ops::gpu::AttentionPrefill;
-    {
-      PrefillKernelEnv env(kernel);
-      KVTIER_ASSERT_OK(
-          run(dtype, s.params, Batch(s, batch, out), s.indptr_dev.as<int32_t>(), max_q, nullptr));
+    for (const bool split : {false, true}) {
+      DeviceBuffer out(out_elems * 2);
+      const ops::gpu::PrefillSplitSpace space =
+          split ? ops::gpu::PrefillSplitSpace{.max_kv_len = max_kv,
+                                              .workspace = workspace.get(),
+                                              .workspace_bytes = ws_bytes}
+                : ops::gpu::PrefillSplitSpace{};
+      {
+        PrefillKernelEnv env(kernel);
+        KVTIER_ASSERT_OK(run(dtype, s.params, Batch(s, batch, out), s.indptr_dev.as<int32_t>(),
+                             max_q, nullptr, space));
+      }
+      EXPECT_TRUE(Near(Widen(dtype, out.Download<uint16_t>(out_elems)), want, tol.atol, tol.rtol))
+          << kernel.name << (split ? ", split over the keys" : "");
     }
-    EXPECT_TRUE(Near(Widen(dtype, out.Download<uint16_t>(out_elems)), want, tol.atol, tol.rtol))
-        << kernel.name;
   }
 }
 
@@ -232,6 +266,43 @@ TEST_P(AttentionGpu, PrefillOtherHeadShapes) {
                                 .q_lens = {40}});
 }
 
+// Short chunks after long cached prefixes: too few query tiles to fill the device, so the keys
+// are split across thread blocks and merged. One token to 64, contexts of 1K to 16K.
+TEST_P(AttentionGpu, PrefillSplitShortChunkLongContext) {
+  CheckPrefill(GetParam(), Case{.kv_lens = {8192}, .q_lens = {16}}, true);
+  CheckPrefill(GetParam(), Case{.kv_lens = {16384}, .q_lens = {64}}, true);
+  CheckPrefill(GetParam(), Case{.kv_lens = {1024}, .q_lens = {1}}, true);
+  CheckPrefill(GetParam(), Case{.kv_lens = {4001}, .q_lens = {33}}, true);
+}
+
+// Long and short sequences in one batch: the short ones have fewer key tiles than splits, so some
+// of their blocks compute nothing (their partial results count nothing in the merge).
+TEST_P(AttentionGpu, PrefillSplitMixedBatch) {
+  CheckPrefill(GetParam(), Case{.kv_lens = {12000, 40, 2048, 300}, .q_lens = {16, 40, 1, 7}}, true);
+}
+
+// A sliding window over a long context: rows see different key ranges, and splits outside a
+// row's window see none of it.
+TEST_P(AttentionGpu, PrefillSplitSlidingWindow) {
+  CheckPrefill(GetParam(), Case{.window = 1000, .kv_lens = {6000, 900}, .q_lens = {48, 20}}, true);
+  CheckPrefill(GetParam(), Case{.window = 4096, .kv_lens = {8192}, .q_lens = {64}}, true);
+}
+
+// Other head shapes split too: a group of 7 at head_dim 64, and the tiny models' head_dim 32.
+TEST_P(AttentionGpu, PrefillSplitOtherHeadShapes) {
+  CheckPrefill(GetParam(),
+               Case{.q_heads = 28,
+                    .kv_heads = 4,
+                    .head_dim = 64,
+                    .block_tokens = 8,
+                    .kv_lens = {3000, 500},
+                    .q_lens = {20, 3}},
+               true);
+  CheckPrefill(GetParam(),
+               Case{.q_heads = 4, .kv_heads = 2, .head_dim = 32, .kv_lens = {2000}, .q_lens = {5}},
+               true);
+}
+
 // Lengths from one token to a few thousand in one batch (so some sequences are split, others not).
 TEST_P(AttentionGpu, DecodeMixedLengths) {
   CheckDecode(GetParam(), Case{.kv_lens = {1, 17, 1000, 4000}, .q_lens = {}});
@@ -265,6 +336,24 @@ TEST_P(AttentionGpu, DecodeOtherHeadShapes) {
       GetParam(),
       Case{
           .q_heads = 4, .kv_heads = 2, .head_dim = 32, .window = 7, .kv_lens = {40}, .q_lens = {}});
+}
+
+// The split plan (host side, no GPU): splits only when the blocks fill under half the
+// multiprocessors, keeps blocks x splits within them, and is bounded by the keys, the workspace
+// and kMaxPrefillSplits.
+TEST(PrefillSplitPlan, SplitsOnlyShortChunksOverLongContexts) {
+  // 16 tokens x group 4 = one tile per KV head: 8 blocks on 132 multiprocessors, 8K keys.
+  EXPECT_EQ(ops::gpu::PrefillSplits(8, 132, 8192, 1000), 16);
+  EXPECT_EQ(ops::gpu::PrefillSplits(8, 132, 1024, 1000), 1024 / ops::gpu::kMinKeysPerPrefillSplit);
+  EXPECT_EQ(ops::gpu::PrefillSplits(8, 132, 8192, 5), 5);  // what the workspace holds
+  EXPECT_EQ(ops::gpu::PrefillSplits(8, 132, 8192, 0), 1);  // no workspace
+  EXPECT_EQ(ops::gpu::PrefillSplits(1, 132, 1 << 20, 1000), ops::gpu::kMaxPrefillSplits);
+  EXPECT_EQ(ops::gpu::PrefillSplits(66, 132, 1 << 20, 1000), 2);
+  EXPECT_EQ(ops::gpu::PrefillSplits(67, 132, 1 << 20, 1000), 1);  // over half already busy
+  EXPECT_EQ(ops::gpu::PrefillSplits(8, 132, 300, 1000), 1);       // too few keys to split
+  for (int64_t blocks = 1; blocks <= 66; ++blocks) {
+    EXPECT_LE(blocks * ops::gpu::PrefillSplits(blocks, 132, 1 << 20, 1000), 132) << blocks;
+  }
 }
 
 TEST(AttentionGpuArguments, UnsupportedShapesAreInvalidArgument) {

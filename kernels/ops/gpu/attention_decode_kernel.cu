@@ -12,6 +12,7 @@
 // one split it writes the output, otherwise its normalized partial output and log2-sum-exp, which
 // CombineKernel merges per (sequence, head). Both are launched as programmatic dependents (pdl.h).
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/device_caps.h"
 #include "kernels/ops/gpu/launch.h"
@@ -303,13 +304,17 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, G >= 8 ? kMinBlocks / 2 : k
   WriteBlock<Fmt, D, G>(a, r, group, s, partial_out, partial_lse);
 }
 
-// One block per (sequence, head): the splits' outputs weighted by exp2(lse - max lse).
+// One block per (row, head) (AttentionCombine, launch.h): the splits' outputs weighted by
+// exp2(lse - max lse). Decode's rows are its sequences; prefill's its query tokens, the last
+// *rows_end of the grid's rows being past the batch's.
 template <typename Fmt>
-__global__ void CombineKernel(int splits, int64_t head_dim, const float* partial_out,
+__global__ void CombineKernel(int splits, int64_t head_dim, int64_t q_heads,
+                              const int32_t* rows_end, const float* partial_out,
                               const float* partial_lse, uint16_t* out) {
   pdl::AllowDependents();
   pdl::WaitForPrerequisites();
-  const int64_t at = blockIdx.x;  // b * q_heads + head
+  const int64_t at = blockIdx.x;  // row * q_heads + head
+  if (rows_end != nullptr && at >= *rows_end * q_heads) return;
   const float* lse = partial_lse + at * splits;
   float mx = -INFINITY;
   for (int sp = 0; sp < splits; ++sp) mx = fmaxf(mx, lse[sp]);
@@ -318,6 +323,7 @@ __global__ void CombineKernel(int splits, int64_t head_dim, const float* partial
     float o = 0;
     if (mx != -INFINITY) {
       for (int sp = 0; sp < splits; ++sp) {
+        if (lse[sp] == -INFINITY) continue;  // a split that saw no key wrote no output
         const float f = exp2f(lse[sp] - mx);
         sum += f;
         o += f * partial_out[(at * splits + sp) * head_dim + d];
@@ -336,9 +342,8 @@ int Launch(const AttentionArgs& a, int splits, int64_t chunk, float* partial_out
   const int err = pdl::Launch(DecodeKernel<Fmt, D, G>, grid, kWarps * kWarpSize, 0, st, a, chunk,
                               partial_out, partial_lse);
   if (err != 0 || splits == 1) return err;
-  return pdl::Launch(CombineKernel<Fmt>, static_cast<unsigned>(a.batch * a.q_heads), 128, 0, st,
-                     splits, int64_t{D}, static_cast<const float*>(partial_out),
-                     static_cast<const float*>(partial_lse), a.out);
+  return AttentionCombine(std::is_same_v<Fmt, dev::Bf16>, splits, a.batch, nullptr, a.q_heads, D,
+                          partial_out, partial_lse, a.out, stream);
 }
 
 // The smallest group bound G >= the model's query heads per KV head.
@@ -370,6 +375,19 @@ int LaunchFmt(const AttentionArgs& a, int splits, int64_t chunk, float* po, floa
 }
 
 }  // namespace
+
+int AttentionCombine(bool bf16, int64_t splits, int64_t rows, const int32_t* rows_end,
+                     int64_t q_heads, int64_t head_dim, const float* partial_out,
+                     const float* partial_lse, uint16_t* out, void* stream) {
+  if (rows <= 0) return 0;
+  const auto st = static_cast<cudaStream_t>(stream);
+  const auto grid = static_cast<unsigned>(rows * q_heads);
+  const auto sp = static_cast<int>(splits);
+  return bf16 ? pdl::Launch(CombineKernel<dev::Bf16>, grid, 128, 0, st, sp, head_dim, q_heads,
+                            rows_end, partial_out, partial_lse, out)
+              : pdl::Launch(CombineKernel<dev::Fp16>, grid, 128, 0, st, sp, head_dim, q_heads,
+                            rows_end, partial_out, partial_lse, out);
+}
 
 int AttentionDecode(bool bf16, const AttentionArgs& a, int splits, int64_t chunk,
                     float* partial_out, float* partial_lse, void* stream) {

@@ -1,4 +1,4 @@
-// GPU variant of kernels/ops/gpu/attention_gpu.h: argument checks, the decode split plan, launches.
+// GPU variant of kernels/ops/gpu/attention_gpu.h: argument checks, the split plans, launches.
 #include "kernels/ops/gpu/attention_gpu.h"
 
 #include <algorithm>
@@ -63,15 +63,44 @@ int Multiprocessors() {
   return count;
 }
 
+// Query rows a prefill thread block owns: every kernel's tile is 128 rows but the SIMT kernel's.
+int64_t PrefillTileRows(bool mma_kernel) { return mma_kernel ? 128 : 32; }
+
+// Sets a.kv_splits and the partial arrays from the plan (attention_gpu.h); no split without a
+// workspace or the context's bound.
+absl::Status PlanSplit(const char* op, bool allow_mma, const AttentionParams& p,
+                       const AttentionBatch& b, int64_t max_q_len, const PrefillSplitSpace& split,
+                       launch::AttentionArgs& a) {
+  if (split.workspace == nullptr || split.max_kv_len <= 0) return absl::OkStatus();
+  KVTIER_RETURN_IF_ERROR(check::Aligned16(op, "workspace", split.workspace));
+  const int64_t group = p.q_heads / p.kv.kv_heads;
+  const int64_t rows_per_tile = PrefillTileRows(allow_mma);
+  const int64_t tiles = (max_q_len * group + rows_per_tile - 1) / rows_per_tile;
+  const int64_t span = p.sliding_window > 0
+                           ? std::min(split.max_kv_len, p.sliding_window + max_q_len)
+                           : split.max_kv_len;
+  const int64_t rows = b.batch * max_q_len;  // bounds q_indptr[batch]
+  const int64_t per_split = rows * p.q_heads * (p.kv.head_dim + 1) * 4;
+  const int64_t splits = PrefillSplits(tiles * p.kv.kv_heads * b.batch, Multiprocessors(), span,
+                                       split.workspace_bytes / per_split);
+  if (splits == 1) return absl::OkStatus();
+  a.kv_splits = splits;
+  a.partial_out = static_cast<float*>(split.workspace);
+  a.partial_lse = a.partial_out + rows * p.q_heads * splits * p.kv.head_dim;
+  return absl::OkStatus();
+}
+
 absl::Status Prefill(const char* op, bool allow_mma, DType dtype, const AttentionParams& params,
                      const AttentionBatch& batch, const int32_t* q_indptr, int64_t max_q_len,
-                     StreamHandle stream) {
+                     StreamHandle stream, const PrefillSplitSpace& split) {
   KVTIER_RETURN_IF_ERROR(check::AttentionShape(op, params, params.q_heads));
   KVTIER_RETURN_IF_ERROR(CheckBatch(op, params, batch));
   KVTIER_RETURN_IF_ERROR(check::Positive(op, "max_q_len", max_q_len));
   KVTIER_RETURN_IF_ERROR(check::NotNull(op, "q_indptr", q_indptr));
-  const int code = launch::AttentionPrefill(dtype == DType::kBf16, ToArgs(params, batch), q_indptr,
-                                            max_q_len, allow_mma, stream);
+  launch::AttentionArgs args = ToArgs(params, batch);
+  KVTIER_RETURN_IF_ERROR(PlanSplit(op, allow_mma, params, batch, max_q_len, split, args));
+  const int code =
+      launch::AttentionPrefill(dtype == DType::kBf16, args, q_indptr, max_q_len, allow_mma, stream);
   return ::kvtier::gpu::StatusFromVendorCode(code, fmt::format("{} launch", op));
 }
 
@@ -79,15 +108,18 @@ absl::Status Prefill(const char* op, bool allow_mma, DType dtype, const Attentio
 
 absl::Status AttentionPrefill(DType dtype, const AttentionParams& params,
                               const AttentionBatch& batch, const int32_t* q_indptr,
-                              int64_t max_q_len, StreamHandle stream) {
-  return Prefill("AttentionPrefill", true, dtype, params, batch, q_indptr, max_q_len, stream);
+                              int64_t max_q_len, StreamHandle stream,
+                              const PrefillSplitSpace& split) {
+  return Prefill("AttentionPrefill", true, dtype, params, batch, q_indptr, max_q_len, stream,
+                 split);
 }
 
 absl::Status AttentionPrefillPortable(DType dtype, const AttentionParams& params,
                                       const AttentionBatch& batch, const int32_t* q_indptr,
-                                      int64_t max_q_len, StreamHandle stream) {
+                                      int64_t max_q_len, StreamHandle stream,
+                                      const PrefillSplitSpace& split) {
   return Prefill("AttentionPrefillPortable", false, dtype, params, batch, q_indptr, max_q_len,
-                 stream);
+                 stream, split);
 }
 
 absl::Status AttentionDecode(DType dtype, const AttentionParams& params,

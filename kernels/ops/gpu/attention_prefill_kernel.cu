@@ -11,13 +11,15 @@
 // (queries broadcast from shared memory, keys read conflict-free from a padded tile); for the
 // output, lane l owns dims {2l, 2l+1} (+ 2*kWarpSize ...) and reads the tile's probabilities back
 // from shared memory. Blocks are launched heaviest first (the causal mask makes later query tiles
-// longer). Scores use exp2 with log2(e) folded into the query scale.
+// longer). Scores use exp2 with log2(e) folded into the query scale. With a.kv_splits > 1 each
+// block computes one run of its key tiles (attention_split.cuh) and writes partial results.
 //
 // SIMT float32 arithmetic, so the same source runs on every vendor and head size; where the device
 // has warp-level matrix multiply, attention_prefill_mma_kernel.cu serves head_dim 64 and 128.
 #include <cstdint>
 
 #include "kernels/device_caps.h"
+#include "kernels/ops/gpu/attention_split.cuh"
 #include "kernels/ops/gpu/launch.h"
 
 namespace kvtier::ops::gpu_launch {
@@ -221,6 +223,19 @@ __device__ void StoreRows(const AttentionArgs& a, const BlockRows& br, const War
     const float inv = total > 0 ? 1.0f / total : 0.0f;
     const int64_t token = row / br.group;
     const int64_t head = br.kv_head * br.group + row % br.group;
+    if (a.kv_splits > 1) {  // this split's normalized output and log2-sum-exp (m is log2-scaled)
+      const int64_t at = split::PartialAt(a, br.q_begin + token, head);
+      if (lane == 0) a.partial_lse[at] = total > 0 ? w.m[r] + log2f(total) : -INFINITY;
+#pragma unroll
+      for (int c = 0; c < WarpRows<D>::kDimChunks; ++c) {
+        const int word = lane + c * kWarpSize;
+        if (word < D / 2) {
+          *reinterpret_cast<float2*>(a.partial_out + at * D + 2 * word) =
+              make_float2(w.acc[r][c][0] * inv, w.acc[r][c][1] * inv);
+        }
+      }
+      continue;
+    }
     uint16_t* o = a.out + ((br.q_begin + token) * a.q_heads + head) * D;
 #pragma unroll
     for (int c = 0; c < WarpRows<D>::kDimChunks; ++c) {
@@ -245,22 +260,27 @@ __global__ void __launch_bounds__(kWarps* kWarpSize)
   br.q_begin = q_indptr[b];
   const int64_t q_len = q_indptr[b + 1] - br.q_begin;
   br.rows = q_len * br.group;
-  br.row0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
+  br.row0 = split::Tile(a) * kRowsPerBlock;
   if (br.row0 >= br.rows) return;
   const int64_t kv_len = a.kv_lens[b];
   br.first_pos = kv_len - q_len;
   const int32_t* table = a.block_tables + b * a.max_blocks;
+  // The block's key range: from the first key its first row may see to its last row's position,
+  // then this split's run of it.
+  const int64_t last_row =
+      (br.row0 + kRowsPerBlock < br.rows ? br.row0 + kRowsPerBlock : br.rows) - 1;
+  int64_t pos_hi = br.first_pos + last_row / br.group;
+  int64_t key_lo =
+      a.sliding_window > 0 ? br.first_pos + br.row0 / br.group - a.sliding_window + 1 : 0;
+  key_lo = key_lo > 0 ? key_lo / kKeyTile * kKeyTile : 0;
+  if (!split::NarrowKeys(a, kKeyTile, key_lo, pos_hi)) {
+    split::MarkEmpty(a, br.q_begin, br.rows, br.row0, kRowsPerBlock, br.group, br.kv_head);
+    return;
+  }
 
   LoadQueries<Fmt, D>(a, br, s);
   WarpRows<D> w;
   InitRows<D>(a, br, w);
-  // The block's key range: from the first key its first row may see to its last row's position.
-  const int64_t last_row =
-      (br.row0 + kRowsPerBlock < br.rows ? br.row0 + kRowsPerBlock : br.rows) - 1;
-  const int64_t pos_hi = br.first_pos + last_row / br.group;
-  int64_t key_lo =
-      a.sliding_window > 0 ? br.first_pos + br.row0 / br.group - a.sliding_window + 1 : 0;
-  key_lo = key_lo > 0 ? key_lo / kKeyTile * kKeyTile : 0;
   for (int64_t t0 = key_lo; t0 <= pos_hi; t0 += kKeyTile) {
     __syncthreads();  // the previous tile is consumed (and the queries are stored)
     LoadKvTile<D>(a, table, br.kv_head, t0, kv_len, s);
@@ -277,7 +297,7 @@ template <typename Fmt, int D>
 int Launch(const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len, void* stream) {
   const int64_t group = a.q_heads / a.kv.kv_heads;
   const int64_t tiles = (max_q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.kv.kv_heads),
+  const dim3 grid(static_cast<unsigned>(tiles * a.kv_splits), static_cast<unsigned>(a.kv.kv_heads),
                   static_cast<unsigned>(a.batch));
   PrefillKernel<Fmt, D>
       <<<grid, kWarps * kWarpSize, 0, static_cast<cudaStream_t>(stream)>>>(a, q_indptr);
@@ -305,12 +325,15 @@ int LaunchFmt(const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len
 int AttentionPrefill(bool bf16, const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len,
                      bool allow_mma, void* stream) {
   if (max_q_len <= 0 || a.batch <= 0) return 0;
-  if (allow_mma) {
-    const int code = AttentionPrefillMma(bf16, a, q_indptr, max_q_len, stream);
-    if (code != kNoMmaKernel) return code;
+  int code = allow_mma ? AttentionPrefillMma(bf16, a, q_indptr, max_q_len, stream) : kNoMmaKernel;
+  if (code == kNoMmaKernel) {
+    code = bf16 ? LaunchFmt<dev::Bf16>(a, q_indptr, max_q_len, stream)
+                : LaunchFmt<dev::Fp16>(a, q_indptr, max_q_len, stream);
   }
-  return bf16 ? LaunchFmt<dev::Bf16>(a, q_indptr, max_q_len, stream)
-              : LaunchFmt<dev::Fp16>(a, q_indptr, max_q_len, stream);
+  if (code != 0 || a.kv_splits == 1) return code;
+  // Rows: the batch's query tokens, q_indptr[batch] of them, at most batch * max_q_len.
+  return AttentionCombine(bf16, a.kv_splits, a.batch * max_q_len, q_indptr + a.batch, a.q_heads,
+                          a.kv.head_dim, a.partial_out, a.partial_lse, a.out, stream);
 }
 
 }  // namespace kvtier::ops::gpu_launch

@@ -14,10 +14,12 @@
 // P is repacked into 16-bit A fragments in registers (the accumulator layout of m16n8 equals the A
 // layout of m16k16), never leaving them. Tiles arrive by cp.async: V of a tile loads during its
 // S = Q K^T, K of the next tile during its softmax and P V. Tiles that every row of the block sees
-// whole skip the mask.
+// whole skip the mask. With a.kv_splits > 1 a block computes one run of its key tiles
+// (attention_split.cuh) and writes partial results.
 #include <cstdint>
 
 #include "kernels/device_caps.h"
+#include "kernels/ops/gpu/attention_split.cuh"
 #include "kernels/ops/gpu/launch.h"
 #if defined(KVTIER_HAS_PTX_MMA)
 #include "kernels/ops/gpu/attention_prefill_wgmma.h"
@@ -297,6 +299,17 @@ __device__ __forceinline__ void StoreRows(const AttentionArgs& a, int64_t q_begi
       const float inv = l > 0 ? 1.0f / l : 0.0f;
       const int64_t token = row / group;
       const int64_t head = kv_head * group + row % group;
+      if (a.kv_splits > 1) {  // this split's normalized output and log2-sum-exp (m is scaled)
+        const int64_t at = split::PartialAt(a, q_begin + token, head);
+        if (lane % 4 == 0) a.partial_lse[at] = l > 0 ? r.m[mt][h] + log2f(l) : -INFINITY;
+        float* po = a.partial_out + at * D + (lane % 4) * 2;
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+          *reinterpret_cast<float2*>(po + n * 8) =
+              make_float2(o[mt][n][2 * h] * inv, o[mt][n][2 * h + 1] * inv);
+        }
+        continue;
+      }
       uint16_t* out = a.out + ((q_begin + token) * a.q_heads + head) * D + (lane % 4) * 2;
 #pragma unroll
       for (int n = 0; n < D / 8; ++n) {
@@ -320,11 +333,27 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 2)
   const int64_t q_begin = q_indptr[b];
   const int64_t q_len = q_indptr[b + 1] - q_begin;
   const int64_t rows = q_len * group;
-  const int64_t row0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
+  const int64_t row0 = split::Tile(a) * kRows;
   if (row0 >= rows) return;
   const int64_t kv_len = a.kv_lens[b];
   const int64_t first_pos = kv_len - q_len;
   const int32_t* table = a.block_tables + b * a.max_blocks;
+  // Keys the block's rows see: from its first row's window start to its last row's position, then
+  // this split's run of them.
+  const int64_t last_row = (row0 + kRows < rows ? row0 + kRows : rows) - 1;
+  int pos_hi = static_cast<int>(first_pos + last_row / group);
+  int key_lo =
+      a.sliding_window > 0 ? static_cast<int>(first_pos + row0 / group - a.sliding_window + 1) : 0;
+  key_lo = key_lo > 0 ? key_lo / kKeys * kKeys : 0;
+  // A tile needs no mask when every row of the block sees all its keys: none past the first row's
+  // position (rows past the sequence are never stored, so their scores do not matter), none
+  // before the last row's window start.
+  const int pos_lo = static_cast<int>(first_pos + row0 / group);
+  const int lo_hi = a.sliding_window > 0 ? pos_hi - static_cast<int>(a.sliding_window) + 1 : 0;
+  if (!split::NarrowKeys(a, kKeys, key_lo, pos_hi)) {
+    split::MarkEmpty(a, q_begin, rows, row0, kRows, group, kv_head);
+    return;
+  }
 
   LoadQ<D>(a, q_begin, rows, row0, group, kv_head, s);
   RowState r;
@@ -341,17 +370,6 @@ __global__ void __launch_bounds__(kWarps* kWarpSize, 2)
     }
   }
   float o[kMt][D / 8][4] = {};
-  // Keys the block's rows see: from its first row's window start to its last row's position.
-  const int64_t last_row = (row0 + kRows < rows ? row0 + kRows : rows) - 1;
-  const int pos_hi = static_cast<int>(first_pos + last_row / group);
-  int key_lo =
-      a.sliding_window > 0 ? static_cast<int>(first_pos + row0 / group - a.sliding_window + 1) : 0;
-  key_lo = key_lo > 0 ? key_lo / kKeys * kKeys : 0;
-  // A tile needs no mask when every row of the block sees all its keys: none past the first row's
-  // position (rows past the sequence are never stored, so their scores do not matter), none
-  // before the last row's window start.
-  const int pos_lo = static_cast<int>(first_pos + row0 / group);
-  const int lo_hi = a.sliding_window > 0 ? pos_hi - static_cast<int>(a.sliding_window) + 1 : 0;
 
   // Pipeline: V of a tile loads while its scores are computed, K of the next tile while its
   // softmax and P V run.
@@ -385,7 +403,7 @@ template <typename Fmt, int D>
 int Launch(const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len, void* stream) {
   const int64_t group = a.q_heads / a.kv.kv_heads;
   const int64_t tiles = (max_q_len * group + kRows - 1) / kRows;
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.kv.kv_heads),
+  const dim3 grid(static_cast<unsigned>(tiles * a.kv_splits), static_cast<unsigned>(a.kv.kv_heads),
                   static_cast<unsigned>(a.batch));
   constexpr int kSmem = sizeof(MmaSmem<D>);
   if (kSmem > 48 * 1024) {  // above the default limit of dynamic shared memory: opt in

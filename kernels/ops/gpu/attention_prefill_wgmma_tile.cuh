@@ -2,7 +2,9 @@
 // and computes; attention_prefill_wgmma_ws_kernel.cu, a producer warpgroup loads): the block's
 // geometry, staging of Q and K/V tiles from the paged pool by cp.async, the online softmax of one
 // warpgroup's 64 x 128 score tile and the output store. Thread indices are passed in (`tid`: the
-// thread's index among those doing the work), so either kernel's thread layout fits. Included by
+// thread's index among those doing the work), so either kernel's thread layout fits. With
+// a.kv_splits > 1 a block computes one run of its key tiles (attention_split.cuh) and stores
+// partial results. Included by
 // those two files alone; sm_90a code.
 #pragma once
 
@@ -11,6 +13,7 @@
 
 #include "kernels/device_caps.h"
 #include "kernels/ops/gpu/attention_prefill_wgmma.cuh"
+#include "kernels/ops/gpu/attention_split.cuh"
 #include "kernels/ops/gpu/launch.h"
 
 namespace kvtier::ops::gpu_launch::wgmma {
@@ -100,8 +103,9 @@ struct Block {
 };
 
 // The block of grid index `tile` along x (longest causal rows first: the last rows of the sequence
-// go to the first blocks) of sequence blockIdx.z and KV head blockIdx.y; false when it is past the
-// sequence's rows.
+// go to the first blocks; each tile's splits side by side) of sequence blockIdx.z and KV head
+// blockIdx.y; false when it is past the sequence's rows, or when its split has no key tile (its
+// rows' partial results are then marked empty). Every thread of the block calls it.
 __device__ __forceinline__ bool MakeBlock(const AttentionArgs& a, const int32_t* q_indptr,
                                           Block& blk) {
   blk.b = blockIdx.z;
@@ -110,7 +114,7 @@ __device__ __forceinline__ bool MakeBlock(const AttentionArgs& a, const int32_t*
   blk.q_begin = q_indptr[blk.b];
   const int64_t q_len = q_indptr[blk.b + 1] - blk.q_begin;
   blk.rows = q_len * blk.group;
-  blk.row0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
+  blk.row0 = split::Tile(a) * kRows;
   if (blk.row0 >= blk.rows) return false;
   blk.first_pos = a.kv_lens[blk.b] - q_len;
   // Keys the block's rows see: from its first row's window start to its last row's position.
@@ -119,7 +123,9 @@ __device__ __forceinline__ bool MakeBlock(const AttentionArgs& a, const int32_t*
   const int pos_lo = static_cast<int>(blk.first_pos + blk.row0 / blk.group);
   const int key_lo = a.sliding_window > 0 ? pos_lo - static_cast<int>(a.sliding_window) + 1 : 0;
   blk.key_lo = key_lo > 0 ? key_lo / kKeys * kKeys : 0;
-  return true;
+  if (split::NarrowKeys(a, kKeys, blk.key_lo, blk.pos_hi)) return true;
+  split::MarkEmpty(a, blk.q_begin, blk.rows, blk.row0, kRows, blk.group, blk.kv_head);
+  return false;
 }
 
 // Which key tiles rows [first, first + count) of the block see whole: a tile of keys from t0
@@ -267,6 +273,19 @@ __device__ __forceinline__ void StoreRows(const AttentionArgs& a, const Block& b
     if (row >= blk.rows) continue;
     const float inv = l > 0 ? 1.0f / l : 0.0f;
     const int64_t head = blk.kv_head * blk.group + row % blk.group;
+    if (a.kv_splits > 1) {  // this split's normalized output and log2-sum-exp (m is a raw score)
+      const int64_t at = split::PartialAt(a, blk.q_begin + row / blk.group, head);
+      if (lane % 4 == 0) {
+        a.partial_lse[at] = l > 0 ? r.m[h] * (a.scale * kLog2e) + log2f(l) : -INFINITY;
+      }
+      float* po = a.partial_out + at * kD + (lane % 4) * 2;
+#pragma unroll
+      for (int n = 0; n < kD / 8; ++n) {
+        *reinterpret_cast<float2*>(po + n * 8) =
+            make_float2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+      }
+      continue;
+    }
     uint16_t* out =
         a.out + ((blk.q_begin + row / blk.group) * a.q_heads + head) * kD + (lane % 4) * 2;
 #pragma unroll

@@ -298,7 +298,7 @@ int Launch(const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len,
            const CUtensorMap& map, void* stream) {
   const int64_t group = a.q_heads / a.kv.kv_heads;
   const int64_t tiles = (max_q_len * group + kRows - 1) / kRows;
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.kv.kv_heads),
+  const dim3 grid(static_cast<unsigned>(tiles * a.kv_splits), static_cast<unsigned>(a.kv.kv_heads),
                   static_cast<unsigned>(a.batch));
   const auto kernel = PrefillWsKernel<Fmt, kStages, kPingPong, kTma>;
   const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

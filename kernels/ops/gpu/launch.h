@@ -66,10 +66,19 @@ struct AttentionArgs {
   int64_t batch = 0;
   const uint16_t* pool = nullptr;
   uint16_t* out = nullptr;  // [rows, q_heads, head_dim], contiguous
+  // AttentionPrefill split over the keys (attention_split.cuh): each block's key range is cut into
+  // kv_splits runs of whole key tiles, one thread block each; with kv_splits > 1 a block writes
+  // its rows' normalized partial output and log2-sum-exp instead of `out`, into
+  // partial_out [rows, q_heads, kv_splits, head_dim] and partial_lse [rows, q_heads, kv_splits]
+  // (rows: the batch's query tokens, in q order), and AttentionCombine merges them.
+  int64_t kv_splits = 1;
+  float* partial_out = nullptr;
+  float* partial_lse = nullptr;
 };
 
 // q_indptr [batch + 1]; max_q_len >= every sequence's query count. The tensor-core kernel where
-// the device and head size allow it and `allow_mma`, else the portable SIMT kernel.
+// the device and head size allow it and `allow_mma`, else the portable SIMT kernel. With
+// a.kv_splits > 1 the kernel writes partial results and the combine follows (every kernel splits).
 int AttentionPrefill(bool bf16, const AttentionArgs& a, const int32_t* q_indptr, int64_t max_q_len,
                      bool allow_mma, void* stream);
 
@@ -84,6 +93,15 @@ int AttentionPrefillMma(bool bf16, const AttentionArgs& a, const int32_t* q_indp
 // float, unused when splits == 1), `chunk` keys per split, then a combine launch.
 int AttentionDecode(bool bf16, const AttentionArgs& a, int splits, int64_t chunk,
                     float* partial_out, float* partial_lse, void* stream);
+
+// The merge of split attention (attention_decode_kernel.cu): for each (row, head) with
+// row < rows — and row < *rows_end when rows_end is not null (a device count, such as
+// q_indptr[batch]) — out[row, head] = the splits' partial outputs weighted by
+// exp2(lse - max lse); splits whose lse is -inf (they saw no key) count nothing. Layouts as
+// AttentionArgs::partial_out / partial_lse.
+int AttentionCombine(bool bf16, int64_t splits, int64_t rows, const int32_t* rows_end,
+                     int64_t q_heads, int64_t head_dim, const float* partial_out,
+                     const float* partial_lse, uint16_t* out, void* stream);
 
 // y [m, n] = x [m, k] * w [n, k]^T (+ bias [n]), fp32 accumulation; y is 16-bit (same format as
 // x) or float (y_float). k a multiple of 8.

@@ -43,11 +43,12 @@ absl::Status Argmax(const float*, int64_t, int64_t, int32_t*, StreamHandle) {
   return NoGpu("Argmax");
 }
 absl::Status AttentionPrefill(DType, const AttentionParams&, const AttentionBatch&, const int32_t*,
-                              int64_t, StreamHandle) {
+                              int64_t, StreamHandle, const PrefillSplitSpace&) {
   return NoGpu("AttentionPrefill");
 }
 absl::Status AttentionPrefillPortable(DType, const AttentionParams&, const AttentionBatch&,
-                                      const int32_t*, int64_t, StreamHandle) {
+                                      const int32_t*, int64_t, StreamHandle,
+                                      const PrefillSplitSpace&) {
   return NoGpu("AttentionPrefillPortable");
 }
 absl::Status AttentionDecode(DType, const AttentionParams&, const AttentionBatch&, int64_t, void*,
