@@ -1,0 +1,220 @@
+#include "tiers/remote/resp_connection.h"
+
+#include <fmt/format.h>
+#include <hiredis.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <vector>
+
+#include "common/log.h"
+
+namespace kvtier {
+namespace {
+
+timeval ToTimeval(uint32_t ms) {
+  timeval tv{};
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = static_cast<suseconds_t>(ms % 1000) * 1000;
+  return tv;
+}
+
+// What the store said, made safe and short for a message (the store is outside the process).
+std::string StoreText(const char* text, size_t len) {
+  constexpr size_t kMax = 200;
+  std::string_view view(text == nullptr ? "" : text, text == nullptr ? 0 : len);
+  std::string out = log::EscapeForLog(view.substr(0, kMax));
+  if (view.size() > kMax) out += "...";
+  return out;
+}
+
+bool IsTimeout(int saved_errno) { return saved_errno == EAGAIN || saved_errno == EWOULDBLOCK; }
+
+}  // namespace
+
+std::string RespEndpoint::Name() const {
+  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
+  return fmt::format("{}:{}", host, port);
+}
+
+absl::StatusOr<RespEndpoint> ParseEndpoint(std::string_view text, std::string_view setting) {
+  const size_t colon = text.rfind(':');
+  std::string_view host = colon == std::string_view::npos ? text : text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  uint32_t port = 0;
+  if (colon == std::string_view::npos || host.empty() ||
+      !ParseDecimal(text.substr(colon + 1), port) || port == 0 || port > 65535) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: \"{}\" is not host:port (port in [1, 65535])", setting, log::EscapeForLog(text)));
+  }
+  return RespEndpoint{std::string(host), static_cast<uint16_t>(port)};
+}
+
+bool ParseDecimal(std::string_view text, uint32_t& out) {
+  const char* end = text.data() + text.size();
+  auto [at, error] = std::from_chars(text.data(), end, out);
+  return !text.empty() && error == std::errc() && at == end;
+}
+
+void RespReplyDeleter::operator()(redisReply* reply) const { freeReplyObject(reply); }
+
+RespConnection::RespConnection(RespEndpoint endpoint, redisContext* context)
+    : endpoint_(std::move(endpoint)), context_(context) {}
+
+RespConnection::~RespConnection() { redisFree(context_); }
+
+absl::StatusOr<std::unique_ptr<RespConnection>> RespConnection::Connect(
+    const RespEndpoint& endpoint, const RespConnectionOptions& options) {
+  redisContext* c = redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port,
+                                            ToTimeval(options.connect_timeout_ms));
+  if (c == nullptr) {
+    return absl::ResourceExhaustedError(
+        fmt::format("remote {}: connect: out of memory", endpoint.Name()));
+  }
+  if (c->err != 0) {
+    const int saved = errno;
+    std::string why = c->errstr;
+    redisFree(c);
+    const std::string message = fmt::format("remote {}: connect: {}", endpoint.Name(), why);
+    if (saved == ETIMEDOUT || IsTimeout(saved) || why.find("timed out") != std::string::npos) {
+      return absl::DeadlineExceededError(message);
+    }
+    return absl::UnavailableError(message);
+  }
+  std::unique_ptr<RespConnection> connection(new RespConnection(endpoint, c));
+  if (redisSetTimeout(c, ToTimeval(options.command_timeout_ms)) != REDIS_OK) {
+    return connection->TransportError("connect (setting the command timeout)");
+  }
+  redisEnableKeepAlive(c);  // best effort: a dead peer is still caught by the command timeout
+  KVTIER_RETURN_IF_ERROR(connection->Authenticate(options));
+  return connection;
+}
+
+absl::Status RespConnection::Authenticate(const RespConnectionOptions& options) {
+  if (options.password.empty()) return absl::OkStatus();
+  std::vector<std::string_view> args = {"AUTH"};
+  if (!options.user.empty()) args.push_back(options.user);
+  args.push_back(options.password);
+  KVTIER_ASSIGN_OR_RETURN(RespReply reply, Command(args));
+  if (reply->type == REDIS_REPLY_ERROR) {
+    const std::string who =
+        options.user.empty() ? std::string("the default user") : "user '" + options.user + "'";
+    return absl::UnauthenticatedError(fmt::format("remote {}: AUTH as {} refused: {}",
+                                                  endpoint_.Name(), log::EscapeForLog(who),
+                                                  StoreText(reply->str, reply->len)));
+  }
+  return ExpectOk(endpoint_, "AUTH", *reply);
+}
+
+void RespConnection::Append(std::string_view formatted) {
+  if (redisAppendFormattedCommand(context_, formatted.data(), formatted.size()) != REDIS_OK) {
+    broken_ = true;  // only on allocation failure; the next ReadReply reports it
+  }
+}
+
+absl::StatusOr<RespReply> RespConnection::ReadReply(std::string_view command) {
+  if (broken_) {
+    return absl::UnavailableError(
+        fmt::format("remote {}: {}: connection already broken", endpoint_.Name(), command));
+  }
+  void* raw = nullptr;
+  if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
+    return TransportError(command);
+  }
+  return RespReply(static_cast<redisReply*>(raw));
+}
+
+absl::StatusOr<RespReply> RespConnection::Command(absl::Span<const std::string_view> args) {
+  Append(FormatCommand(args));
+  return ReadReply(args.empty() ? std::string_view("(empty)") : args[0]);
+}
+
+absl::Status RespConnection::TransportError(std::string_view command) {
+  const int saved = errno;
+  broken_ = true;
+  const std::string where = fmt::format("remote {}: {}", endpoint_.Name(), command);
+  switch (context_->err) {
+    case REDIS_ERR_IO:
+      if (IsTimeout(saved)) return absl::DeadlineExceededError(where + ": timed out");
+      return absl::UnavailableError(fmt::format("{}: {}", where, context_->errstr));
+    case REDIS_ERR_EOF:
+      return absl::UnavailableError(where + ": connection closed by the store");
+    case REDIS_ERR_PROTOCOL:
+      return absl::InternalError(fmt::format("{}: protocol error: {}", where, context_->errstr));
+    default:
+      return absl::UnavailableError(fmt::format("{}: {}", where, context_->errstr));
+  }
+}
+
+void AppendCommandHeader(std::string& out, size_t argc) {
+  fmt::format_to(std::back_inserter(out), "*{}\r\n", argc);
+}
+
+void AppendBulkHeader(std::string& out, size_t len) {
+  fmt::format_to(std::back_inserter(out), "${}\r\n", len);
+}
+
+void AppendBulk(std::string& out, std::string_view arg) {
+  AppendBulkHeader(out, arg.size());
+  out.append(arg);
+  out.append("\r\n");
+}
+
+std::string FormatCommand(absl::Span<const std::string_view> args) {
+  std::string out;
+  AppendCommandHeader(out, args.size());
+  for (std::string_view arg : args) AppendBulk(out, arg);
+  return out;
+}
+
+std::string DescribeReply(const redisReply& reply) {
+  switch (reply.type) {
+    case REDIS_REPLY_STRING:
+      return fmt::format("bulk string of {} bytes", reply.len);
+    case REDIS_REPLY_ARRAY:
+      return fmt::format("array of {}", reply.elements);
+    case REDIS_REPLY_INTEGER:
+      return fmt::format("integer {}", reply.integer);
+    case REDIS_REPLY_NIL:
+      return "nil";
+    case REDIS_REPLY_STATUS:
+      return "status " + StoreText(reply.str, reply.len);
+    case REDIS_REPLY_ERROR:
+      return "error reply: " + StoreText(reply.str, reply.len);
+    default:
+      return fmt::format("reply of type {}", reply.type);
+  }
+}
+
+absl::Status ErrorReplyStatus(const RespEndpoint& node, std::string_view command,
+                              const redisReply& reply) {
+  return absl::AbortedError(fmt::format("remote {}: {}: the store answered: {}", node.Name(),
+                                        command, StoreText(reply.str, reply.len)));
+}
+
+absl::Status UnexpectedReply(const RespEndpoint& node, std::string_view command,
+                             const redisReply& reply, std::string_view expected) {
+  if (reply.type == REDIS_REPLY_ERROR) return ErrorReplyStatus(node, command, reply);
+  return absl::InternalError(fmt::format("remote {}: {}: unexpected reply ({}), expected {}",
+                                         node.Name(), command, DescribeReply(reply), expected));
+}
+
+absl::Status ExpectOk(const RespEndpoint& node, std::string_view command, const redisReply& reply) {
+  if (reply.type == REDIS_REPLY_STATUS && std::string_view(reply.str, reply.len) == "OK") {
+    return absl::OkStatus();
+  }
+  return UnexpectedReply(node, command, reply, "+OK");
+}
+
+absl::StatusOr<int64_t> ExpectInteger(const RespEndpoint& node, std::string_view command,
+                                      const redisReply& reply, int64_t min, int64_t max) {
+  if (reply.type == REDIS_REPLY_INTEGER && reply.integer >= min && reply.integer <= max) {
+    return static_cast<int64_t>(reply.integer);
+  }
+  return UnexpectedReply(node, command, reply, fmt::format("an integer in [{}, {}]", min, max));
+}
+
+}  // namespace kvtier

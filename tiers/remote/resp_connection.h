@@ -1,0 +1,123 @@
+// One connection to one node of a Redis-protocol store (DESIGN.md "The remote tier"), over hiredis
+// (Debian's 0.14.1: plain TCP, no TLS, so the store must be on a trusted network).
+//
+// A connection is blocking, with a connect timeout and a per-read/per-write command timeout (the
+// socket's SO_RCVTIMEO/SO_SNDTIMEO). Commands are pipelined: Append any number of RESP-formatted
+// commands (FormatCommand, or AppendCommandHeader/AppendBulk), then ReadReply once per command, in
+// order; the first ReadReply sends everything queued.
+//
+// Any transport failure (timeout, reset, EOF, a reply hiredis cannot parse) leaves the connection
+// in an unknown state: broken() turns true and the caller must drop it. A reply of an unexpected
+// type or size is the caller's to reject (CheckReply helpers below); it never breaks the stream.
+//
+// Errors name the node (host:port) and the command, and carry the code that says their kind:
+//   Unavailable        could not connect, or the connection broke (reset, EOF, I/O error)
+//   DeadlineExceeded   connect or command timeout
+//   Unauthenticated    AUTH refused (wrong user or password)
+//   Internal           a reply that breaks the protocol or is not of the expected type or size
+//   Aborted            the store answered with an error reply (OOM, CLUSTERDOWN, ...)
+//
+// Thread-safety: a RespConnection is used by one thread at a time (the pool in cluster_router.h
+// hands each to one caller). The free functions are pure.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/types/span.h"
+#include "common/status.h"
+
+struct redisContext;
+struct redisReply;
+
+namespace kvtier {
+
+struct RespEndpoint {
+  std::string host;
+  uint16_t port = 0;
+
+  std::string Name() const;  // "host:port"
+  friend bool operator==(const RespEndpoint& a, const RespEndpoint& b) {
+    return a.port == b.port && a.host == b.host;
+  }
+};
+
+// "host:port" (host non-empty, port in [1, 65535]); "[v6addr]:port" for IPv6. InvalidArgument
+// naming `setting` otherwise.
+absl::StatusOr<RespEndpoint> ParseEndpoint(std::string_view text, std::string_view setting);
+
+// `text` as a whole decimal number that fits `out` (no sign, no spaces); false otherwise.
+bool ParseDecimal(std::string_view text, uint32_t& out);
+
+struct RespConnectionOptions {
+  uint32_t connect_timeout_ms = 1000;
+  uint32_t command_timeout_ms = 2000;
+  // AUTH after connecting: `AUTH user password` (ACL) when both are set, `AUTH password` when only
+  // the password is; no AUTH without a password.
+  std::string user;
+  std::string password;
+};
+
+struct RespReplyDeleter {
+  void operator()(redisReply* reply) const;
+};
+using RespReply = std::unique_ptr<redisReply, RespReplyDeleter>;
+
+class RespConnection {
+ public:
+  // Connects, sets the command timeout, and AUTHs when a password is set. Unauthenticated (naming
+  // node and user) when the store refuses the credentials.
+  static absl::StatusOr<std::unique_ptr<RespConnection>> Connect(
+      const RespEndpoint& endpoint, const RespConnectionOptions& options);
+  ~RespConnection();
+  RespConnection(const RespConnection&) = delete;
+  RespConnection& operator=(const RespConnection&) = delete;
+
+  const RespEndpoint& endpoint() const { return endpoint_; }
+  bool broken() const { return broken_; }
+
+  // Queues one whole RESP command (its bytes are copied); nothing is sent yet. Precondition:
+  // !broken().
+  void Append(std::string_view formatted);
+  // Sends whatever is queued, then reads one reply. `command` names the command in errors. A
+  // transport failure marks the connection broken. An error reply is returned as a reply (type
+  // REDIS_REPLY_ERROR), not as a Status: redirects (MOVED, ASK) are errors the caller handles.
+  absl::StatusOr<RespReply> ReadReply(std::string_view command);
+  // Append(FormatCommand(args)) + ReadReply(args[0]).
+  absl::StatusOr<RespReply> Command(absl::Span<const std::string_view> args);
+
+ private:
+  RespConnection(RespEndpoint endpoint, redisContext* context);
+  absl::Status Authenticate(const RespConnectionOptions& options);
+  absl::Status TransportError(std::string_view command);
+
+  RespEndpoint endpoint_;
+  redisContext* context_;
+  bool broken_ = false;
+};
+
+// RESP formatting: "*<argc>\r\n" then, per argument, "$<len>\r\n<bytes>\r\n".
+void AppendCommandHeader(std::string& out, size_t argc);
+void AppendBulk(std::string& out, std::string_view arg);
+// "$<len>\r\n" only: the caller appends exactly `len` bytes and then "\r\n".
+void AppendBulkHeader(std::string& out, size_t len);
+std::string FormatCommand(absl::Span<const std::string_view> args);
+
+// Reply checks: each names the node and the command and never trusts a size it did not check.
+// The reply's text for errors: "error reply: <text>", "array of 3", "integer 7", ...
+std::string DescribeReply(const redisReply& reply);
+// Aborted "remote <node>: <command>: the store answered: <text>" for an error reply.
+absl::Status ErrorReplyStatus(const RespEndpoint& node, std::string_view command,
+                              const redisReply& reply);
+// Internal "remote <node>: <command>: unexpected reply (<DescribeReply>), expected <expected>".
+absl::Status UnexpectedReply(const RespEndpoint& node, std::string_view command,
+                             const redisReply& reply, std::string_view expected);
+// OK for the status reply "+OK"; ErrorReplyStatus for an error reply; UnexpectedReply otherwise.
+absl::Status ExpectOk(const RespEndpoint& node, std::string_view command, const redisReply& reply);
+// The integer of an integer reply in [min, max]; ErrorReplyStatus or UnexpectedReply otherwise.
+absl::StatusOr<int64_t> ExpectInteger(const RespEndpoint& node, std::string_view command,
+                                      const redisReply& reply, int64_t min, int64_t max);
+
+}  // namespace kvtier
