@@ -1,0 +1,96 @@
+// The remote tier's pieces that need no store: key slots, the value header, options validation.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/tiers/remote/redis_test_util.h"
+#include "tiers/remote/cluster_router.h"
+#include "tiers/remote/remote_store_options.h"
+#include "tiers/remote/remote_value.h"
+
+namespace kvtier {
+namespace {
+
+TEST(RemoteKeySlot, MatchesRedisKeyHashSlot) {
+  EXPECT_EQ(Crc16("123456789"), 0x31C3);  // the CRC16-XMODEM check value
+  EXPECT_EQ(KeySlot("foo"), 12182);       // values Redis's CLUSTER KEYSLOT gives
+  EXPECT_EQ(KeySlot("bar"), 5061);
+  EXPECT_EQ(KeySlot("{user1000}.following"), KeySlot("user1000"));
+  EXPECT_EQ(KeySlot("{user1000}.followers"), KeySlot("user1000"));
+  EXPECT_EQ(KeySlot("foo{}{bar}"), KeySlot("foo{}{bar}"));  // empty tag: the whole key
+  EXPECT_NE(KeySlot("foo{}{bar}"), KeySlot("bar"));
+  EXPECT_EQ(KeySlot("foo{{bar}}zap"), KeySlot("{bar"));  // up to the first '}'
+  EXPECT_EQ(KeySlot("foo{bar}{zap}"), KeySlot("bar"));
+}
+
+TEST(RemoteValue, RoundTripsAndRejectsEveryMismatch) {
+  const BlockKey key{1, 2};
+  BlockRecord record{key, 77, 5, 0x1234};
+  std::string value(kRemoteHeaderBytes, '\0');
+  EncodeRemoteHeader(record, reinterpret_cast<uint8_t*>(value.data()));
+  value += "hello";
+  absl::StatusOr<BlockRecord> got = DecodeRemoteHeader(value, key, 77);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->payload_bytes, 5u);
+  EXPECT_EQ(got->checksum, 0x1234u);
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRemoteHeader(value, BlockKey{1, 3}, 77).status()));
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRemoteHeader(value, key, 78).status()));
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRemoteHeader(value.substr(0, 50), key, 77).status()));
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRemoteHeader(value + "x", key, 77).status()));
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRemoteHeader("short", key, 77).status()));
+  std::string bad_magic = value;
+  bad_magic[0] ^= 1;
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRemoteHeader(bad_magic, key, 77).status()));
+  std::string bad_version = value;
+  bad_version[4] = 2;
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRemoteHeader(bad_version, key, 77).status()));
+}
+
+TEST(RemoteOptions, ValidateNamesEveryBadSetting) {
+  RemoteStoreOptions o;
+  o.nodes = {"127.0.0.1:6379", "nohost", "127.0.0.1:6379"};
+  o.cluster = ClusterMode::kStandalone;
+  o.user = "kv";
+  o.command_timeout_ms = 0;
+  o.max_pipeline = 0;
+  o.breaker_open_max_ms = 1;
+  o.key_prefix = "{kv}:";
+  const std::string m(o.Validate().message());
+  for (const char* want :
+       {"remote.nodes: a standalone store", "remote.nodes[1]: \"nohost\" is not host:port",
+        "remote.nodes[2]: same as remote.nodes[0]", "remote.user: set without remote.password",
+        "remote.command_timeout_ms: 0", "remote.max_pipeline: 0", "remote.breaker_open_max_ms: 1",
+        "remote.key_prefix"}) {
+    EXPECT_NE(m.find(want), std::string::npos) << want << " not in:\n" << m;
+  }
+  RemoteStoreOptions empty;
+  EXPECT_NE(std::string(empty.Validate().message()).find("remote.nodes: at least one"),
+            std::string::npos);
+}
+
+TEST(RemoteOptions, PasswordFileIsReadAndExclusiveWithPassword) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/pw";
+  std::ofstream(path) << "s3cret\n";
+  RemoteStoreOptions o;
+  o.nodes = {"[::1]:7000"};
+  o.user = "kv";
+  o.password_file = path;
+  ASSERT_TRUE(o.Validate().ok()) << o.Validate();
+  absl::StatusOr<ClusterRouterOptions> r = o.RouterOptions();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->connection.password, "s3cret");
+  EXPECT_EQ(r->seeds[0].host, "::1");
+  o.password = "x";
+  EXPECT_NE(std::string(o.Validate().message()).find("remote.password_file: set together"),
+            std::string::npos);
+  o.password.clear();
+  o.password_file = dir.path() + "/missing";
+  EXPECT_NE(std::string(o.Validate().message()).find("remote.password_file: "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvtier
