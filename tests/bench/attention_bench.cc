@@ -205,7 +205,7 @@ Row Prefill(int64_t n, const Kernel& kernel, int repeat, gpu::StreamHandle strea
   const int32_t* indptr = Upload(arena, {0, static_cast<int32_t>(n)});
   const auto run = portable ? ops::gpu::AttentionPrefillPortable : ops::gpu::AttentionPrefill;
   const double s = BestSeconds(
-      repeat, stream, [&] { Check(run(DType::kBf16, p, b, indptr, n, stream), "prefill"); });
+      repeat, stream, [&] { Check(run(DType::kBf16, p, b, indptr, n, stream, {}), "prefill"); });
   unsetenv("KVTIER_PREFILL_KERNEL");
   Compare(n, kernel, b.out, n * kQHeads * kHeadDim);
   const double flops = 4.0 * kQHeads * kHeadDim * (static_cast<double>(n) * (n + 1) / 2);
@@ -303,7 +303,7 @@ Row Copy(int repeat, gpu::StreamHandle stream) {
 }
 
 void ChunkRows(int repeat, gpu::StreamHandle h, std::vector<Row>& rows) {
-  for (const auto [q, n] : {std::pair<int64_t, int64_t>{16, 8192}, {64, 16384}, {1, 4096}}) {
+  for (const auto& [q, n] : {std::pair<int64_t, int64_t>{16, 8192}, {64, 16384}, {1, 4096}}) {
     for (const bool split : {false, true}) rows.push_back(ChunkOverContext(q, n, split, repeat, h));
   }
 }

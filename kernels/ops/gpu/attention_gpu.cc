@@ -84,7 +84,7 @@ absl::Status PlanSplit(const char* op, bool allow_mma, const AttentionParams& p,
   const int64_t splits = PrefillSplits(tiles * p.kv.kv_heads * b.batch, Multiprocessors(), span,
                                        split.workspace_bytes / per_split);
   if (splits == 1) return absl::OkStatus();
-  a.kv_splits = splits;
+  a.kv_splits = static_cast<int>(splits);
   a.partial_out = static_cast<float*>(split.workspace);
   a.partial_lse = a.partial_out + rows * p.q_heads * splits * p.kv.head_dim;
   return absl::OkStatus();

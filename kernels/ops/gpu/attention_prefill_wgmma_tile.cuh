@@ -259,10 +259,10 @@ __device__ __forceinline__ void PackP(const float (&s)[64], uint32_t (&p)[kKeys 
   }
 }
 
-// Normalizes and writes a thread's part of its rows (rows past the sequence are skipped).
-template <typename Fmt>
-__device__ __forceinline__ void StoreRows(const AttentionArgs& a, const Block& blk, const Rows& r,
-                                          const float (&o)[64], int ctid) {
+// StoreRows of a split (a.kv_splits > 1): this split's normalized output and log2-sum-exp of the
+// thread's rows (m is a raw score: scaled here).
+__device__ __forceinline__ void StorePartialRows(const AttentionArgs& a, const Block& blk,
+                                                 const Rows& r, const float (&o)[64], int ctid) {
   const int lane = ctid % dev::kWarpSize;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -273,19 +273,38 @@ __device__ __forceinline__ void StoreRows(const AttentionArgs& a, const Block& b
     if (row >= blk.rows) continue;
     const float inv = l > 0 ? 1.0f / l : 0.0f;
     const int64_t head = blk.kv_head * blk.group + row % blk.group;
-    if (a.kv_splits > 1) {  // this split's normalized output and log2-sum-exp (m is a raw score)
-      const int64_t at = split::PartialAt(a, blk.q_begin + row / blk.group, head);
-      if (lane % 4 == 0) {
-        a.partial_lse[at] = l > 0 ? r.m[h] * (a.scale * kLog2e) + log2f(l) : -INFINITY;
-      }
-      float* po = a.partial_out + at * kD + (lane % 4) * 2;
-#pragma unroll
-      for (int n = 0; n < kD / 8; ++n) {
-        *reinterpret_cast<float2*>(po + n * 8) =
-            make_float2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
-      }
-      continue;
+    const int64_t at = split::PartialAt(a, blk.q_begin + row / blk.group, head);
+    if (lane % 4 == 0) {
+      a.partial_lse[at] = l > 0 ? r.m[h] * (a.scale * kLog2e) + log2f(l) : -INFINITY;
     }
+    float* po = a.partial_out + at * kD + (lane % 4) * 2;
+#pragma unroll
+    for (int n = 0; n < kD / 8; ++n) {
+      *reinterpret_cast<float2*>(po + n * 8) =
+          make_float2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+    }
+  }
+}
+
+// Normalizes and writes a thread's part of its rows (rows past the sequence are skipped); with
+// a.kv_splits > 1 its split's partial results instead.
+template <typename Fmt>
+__device__ __forceinline__ void StoreRows(const AttentionArgs& a, const Block& blk, const Rows& r,
+                                          const float (&o)[64], int ctid) {
+  if (a.kv_splits > 1) {
+    StorePartialRows(a, blk, r, o, ctid);
+    return;
+  }
+  const int lane = ctid % dev::kWarpSize;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = r.l[h];
+    l += __shfl_xor_sync(~0u, l, 1);
+    l += __shfl_xor_sync(~0u, l, 2);
+    const int64_t row = blk.row0 + ctid / dev::kWarpSize * 16 + lane / 4 + h * 8;
+    if (row >= blk.rows) continue;
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    const int64_t head = blk.kv_head * blk.group + row % blk.group;
     uint16_t* out =
         a.out + ((blk.q_begin + row / blk.group) * a.q_heads + head) * kD + (lane % 4) * 2;
 #pragma unroll

@@ -13,15 +13,18 @@
 
 namespace kvtier::ops::gpu_launch::split {
 
+// 32-bit arithmetic throughout: a 64-bit division is a subroutine call, whose spills the Hopper
+// kernels' consumer warpgroups cannot afford.
+
 // The query tile of this block, counted so that the last tile (the longest causal rows) comes
 // first, as the kernels launch them.
 __device__ __forceinline__ int64_t Tile(const AttentionArgs& a) {
-  const int64_t tiles = gridDim.x / a.kv_splits;
-  return tiles - 1 - blockIdx.x / a.kv_splits;
+  const auto splits = static_cast<unsigned>(a.kv_splits);
+  return static_cast<int64_t>(gridDim.x / splits - 1 - blockIdx.x / splits);
 }
 
 __device__ __forceinline__ int Index(const AttentionArgs& a) {
-  return static_cast<int>(blockIdx.x % a.kv_splits);
+  return static_cast<int>(blockIdx.x % static_cast<unsigned>(a.kv_splits));
 }
 
 // Narrows keys [key_lo, pos_hi] (key_lo a multiple of `tile`) to this block's run; false when the
@@ -30,14 +33,15 @@ template <typename Int>
 __device__ __forceinline__ bool NarrowKeys(const AttentionArgs& a, int tile, Int& key_lo,
                                            Int& pos_hi) {
   if (a.kv_splits == 1) return true;
-  const int64_t tiles = (static_cast<int64_t>(pos_hi) - key_lo) / tile + 1;
-  const int64_t per = (tiles + a.kv_splits - 1) / a.kv_splits;
-  const int64_t first = Index(a) * per;
+  // Positions fit in 31 bits (kv_lens are int32).
+  const int tiles = (static_cast<int>(pos_hi) - static_cast<int>(key_lo)) / tile + 1;
+  const int per = (tiles + a.kv_splits - 1) / a.kv_splits;
+  const int first = Index(a) * per;
   if (first >= tiles) return false;
-  const int64_t lo = key_lo + first * tile;
-  const int64_t hi = lo + per * tile - 1;
-  key_lo = static_cast<Int>(lo);
-  pos_hi = static_cast<Int>(hi < pos_hi ? hi : static_cast<int64_t>(pos_hi));
+  const int lo = static_cast<int>(key_lo) + first * tile;
+  const int hi = lo + per * tile - 1;
+  key_lo = lo;
+  pos_hi = hi < pos_hi ? hi : pos_hi;
   return true;
 }
 
@@ -52,9 +56,11 @@ __device__ __forceinline__ int64_t PartialAt(const AttentionArgs& a, int64_t row
 __device__ __forceinline__ void MarkEmpty(const AttentionArgs& a, int64_t q_begin, int64_t rows,
                                           int64_t row0, int64_t count, int64_t group,
                                           int64_t kv_head) {
-  for (int64_t r = threadIdx.x; r < count && row0 + r < rows; r += blockDim.x) {
-    const int64_t row = row0 + r;
-    a.partial_lse[PartialAt(a, q_begin + row / group, kv_head * group + row % group)] = -INFINITY;
+  const auto g = static_cast<int>(group);  // 32-bit: see above
+  const int n = static_cast<int>(rows - row0 < count ? rows - row0 : count);
+  for (int r = threadIdx.x; r < n; r += blockDim.x) {
+    const int row = static_cast<int>(row0) + r;
+    a.partial_lse[PartialAt(a, q_begin + row / g, kv_head * group + row % g)] = -INFINITY;
   }
 }
 

@@ -71,7 +71,7 @@ struct AttentionArgs {
   // its rows' normalized partial output and log2-sum-exp instead of `out`, into
   // partial_out [rows, q_heads, kv_splits, head_dim] and partial_lse [rows, q_heads, kv_splits]
   // (rows: the batch's query tokens, in q order), and AttentionCombine merges them.
-  int64_t kv_splits = 1;
+  int kv_splits = 1;
   float* partial_out = nullptr;
   float* partial_lse = nullptr;
 };
