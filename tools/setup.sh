@@ -24,6 +24,9 @@ packages=(
   libpcre2-dev libicu-dev
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
+  # the remote tier (tiers/remote): hiredis speaks the Redis protocol; redis-server and redis-tools
+  # (redis-cli, redis-benchmark) are the stores its tests start and the peer its benchmark measures
+  libhiredis-dev redis-server redis-tools
   # trace compression in tests
   gzip zstd
   # the Python client: its tests (python3), and `pip install -e client/python` without downloads

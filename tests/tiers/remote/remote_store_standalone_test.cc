@@ -139,7 +139,9 @@ TEST_F(RemoteStandaloneTest, TheStoreEvictsUnderMaxmemoryAndEvictedKeysMiss) {
 
 TEST_F(RemoteStandaloneTest, AclUserWithTheRightPasswordWorksAndAWrongOneIsAClearError) {
   ASSERT_NO_FATAL_FAILURE(
-      StartServer({"user default off", "user kvtier on >s3cret ~kvtier:* +@all"}));
+      StartServer({"user default off",  // the least-privilege user docs/configuration.md shows
+                   "user kvtier on >s3cret ~kvtier:* +@read +@write +@keyspace +cluster|slots "
+                   "+ping +asking"}));
   RemoteStoreOptions good = TestStoreOptions({server_->address()});
   good.user = "kvtier";
   good.password = "s3cret";

@@ -1,0 +1,222 @@
+// The remote tier's store (tiers/remote/remote_store.h) against one Redis server: put and get
+// throughput (GB/s of payload) and per-call latency at 256 KiB and 2 MiB payloads with pipelining,
+// next to the ceiling measured in the same run on the same server: `redis-benchmark -t set,get`
+// with the same value size (-d), pipeline depth (-P) and client count (-c) (docs/benchmarks.md
+// "Remote tier (Redis protocol)"). The goal is >= 80% of that ceiling.
+//
+//   kvtier_remote_store_bench [--host H --port P] [--pipeline 8] [--clients 1] [--mib 512]
+//                             [--keyspace-mib 64] [--repeat 2]
+//
+// Without --port it starts its own redis-server (persistence off) on a free loopback port in a
+// temporary directory. Each client is a thread calling Put/Get with `pipeline` blocks per call,
+// over a keyspace of keyspace-mib; every figure is the best of `repeat` passes (shared, noisy
+// machines). Latency is per call (one batch of `pipeline` blocks) for the store and per request
+// for redis-benchmark (which, pipelined, is also the batch's round trip).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/tiers/remote/redis_test_util.h"
+#include "tiers/remote/remote_store.h"
+
+namespace kvtier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  uint32_t pipeline = 8;
+  uint32_t clients = 1;
+  uint64_t mib = 512;
+  uint64_t keyspace_mib = 64;
+  int repeat = 2;
+};
+
+Args Parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const char* v = argv[i + 1];
+    if (k == "--host") {
+      a.host = v;
+    } else if (k == "--port") {
+      a.port = static_cast<uint16_t>(std::atoi(v));
+    } else if (k == "--pipeline") {
+      a.pipeline = static_cast<uint32_t>(std::max(1, std::atoi(v)));
+    } else if (k == "--clients") {
+      a.clients = static_cast<uint32_t>(std::max(1, std::atoi(v)));
+    } else if (k == "--mib") {
+      a.mib = std::strtoull(v, nullptr, 10);
+    } else if (k == "--keyspace-mib") {
+      a.keyspace_mib = std::strtoull(v, nullptr, 10);
+    } else if (k == "--repeat") {
+      a.repeat = std::max(1, std::atoi(v));
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+struct Figure {
+  double gbps = 0;
+  double p50_ms = 0, p99_ms = 0;
+  uint64_t failed = 0;  // items not stored / not hits: must be 0 for the figure to count
+};
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+// One pass of Put (put = true) or Get by every client over the keyspace until `total` bytes moved.
+Figure RunStore(RemoteStore& store, const Args& a, size_t bytes, bool put) {
+  const size_t keyspace = std::max<size_t>(a.pipeline, (a.keyspace_mib << 20) / bytes);
+  const size_t calls = std::max<size_t>(1, (a.mib << 20) / bytes / a.pipeline / a.clients);
+  std::vector<std::vector<double>> latencies(a.clients);
+  std::atomic<uint64_t> failed{0};
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> threads;
+  for (uint32_t c = 0; c < a.clients; ++c) {
+    threads.emplace_back([&, c] {
+      std::vector<std::vector<uint8_t>> buffers(a.pipeline, std::vector<uint8_t>(bytes));
+      for (size_t call = 0; call < calls; ++call) {
+        std::vector<RemotePutItem> puts(a.pipeline);
+        std::vector<RemoteGetItem> gets(a.pipeline);
+        for (uint32_t i = 0; i < a.pipeline; ++i) {
+          const BlockKey key{(call * a.pipeline + i + c * 7919) % keyspace, bytes};
+          if (put) {
+            testing::FillPattern(key, buffers[i].data(), 64);  // distinct, cheap payloads
+            puts[i].record = BlockRecord{key, 1, static_cast<uint32_t>(bytes), 0};
+            puts[i].payload = buffers[i].data();
+          } else {
+            gets[i].key = key;
+            gets[i].namespace_id = 1;
+            gets[i].dst = buffers[i].data();
+            gets[i].dst_bytes = static_cast<uint32_t>(bytes);
+          }
+        }
+        const Clock::time_point t0 = Clock::now();
+        if (put) {
+          (void)store.Put(absl::MakeSpan(puts));
+        } else {
+          (void)store.Get(absl::MakeSpan(gets));
+        }
+        latencies[c].push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        for (uint32_t i = 0; i < a.pipeline; ++i) {
+          const RemoteOutcome o = put ? puts[i].outcome : gets[i].outcome;
+          if (o != RemoteOutcome::kHit) ++failed;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> all;
+  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  Figure f;
+  f.gbps = static_cast<double>(calls * a.pipeline * a.clients * bytes) / seconds / 1e9;
+  f.p50_ms = Percentile(all, 0.5);
+  f.p99_ms = Percentile(all, 0.99);
+  f.failed = failed;
+  return f;
+}
+
+// "SET" and "GET" rows of redis-benchmark --csv: "test","rps","avg","min","p50","p95","p99","max".
+bool RunRedisBenchmark(const Args& a, uint16_t port, size_t bytes, Figure& set, Figure& get) {
+  const size_t keyspace = std::max<size_t>(a.pipeline, (a.keyspace_mib << 20) / bytes);
+  const size_t requests = std::max<size_t>(keyspace * 8, (a.mib << 20) / bytes);
+  const std::string command = "redis-benchmark -h " + a.host + " -p " + std::to_string(port) +
+                              " -t set,get -d " + std::to_string(bytes) + " -P " +
+                              std::to_string(a.pipeline) + " -c " + std::to_string(a.clients) +
+                              " -n " + std::to_string(requests) + " -r " +
+                              std::to_string(keyspace) + " --csv 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return false;
+  char line[512];
+  int found = 0;
+  while (std::fgets(line, sizeof(line), pipe) != nullptr) {
+    char name[16];
+    double rps, avg, min, p50, p95, p99, max;
+    if (std::sscanf(line, "\"%15[A-Z]\",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\"",
+                    name, &rps, &avg, &min, &p50, &p95, &p99, &max) != 8) {
+      continue;
+    }
+    Figure& f = std::string(name) == "SET" ? set : get;
+    f = Figure{rps * static_cast<double>(bytes) / 1e9, p50, p99, 0};
+    ++found;
+  }
+  return ::pclose(pipe) == 0 && found == 2;
+}
+
+Figure Best(const Figure& a, const Figure& b) { return b.gbps > a.gbps ? b : a; }
+
+void Print(const char* op, size_t bytes, const Args& a, const Figure& ours, const Figure& ceiling) {
+  std::printf(
+      "%-4s %5zu KiB  P=%-3u c=%-2u  store %6.2f GB/s  p50 %7.2f ms  p99 %7.2f ms  |  "
+      "redis-benchmark %6.2f GB/s  p50 %7.2f ms  p99 %7.2f ms  |  %5.1f%%%s\n",
+      op, bytes >> 10, a.pipeline, a.clients, ours.gbps, ours.p50_ms, ours.p99_ms, ceiling.gbps,
+      ceiling.p50_ms, ceiling.p99_ms, 100.0 * ours.gbps / ceiling.gbps,
+      ours.failed != 0 ? "  (FAILED ITEMS: figure void)" : "");
+}
+
+int Main(int argc, char** argv) {
+  Args a = Parse(argc, argv);
+  testing::TempDir dir;
+  std::unique_ptr<testing::RedisServer> server;
+  if (a.port == 0) {
+    auto started = testing::RedisServer::Start(dir.path() + "/server", {});
+    if (!started.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(started.status().message()).c_str());
+      return 1;
+    }
+    server = std::move(*started);
+    a.port = server->port();
+  }
+  RemoteStoreOptions options;
+  options.nodes = {a.host + ":" + std::to_string(a.port)};
+  options.max_pipeline = a.pipeline;
+  options.pool_per_node = a.clients;
+  options.key_prefix = "kvtier:bench:";
+  auto store = RemoteStore::Open(options);
+  if (!store.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(store.status().message()).c_str());
+    return 1;
+  }
+  std::printf("remote store bench: %s:%u, %u hardware threads, %llu MiB per case, best of %d\n",
+              a.host.c_str(), a.port, std::thread::hardware_concurrency(),
+              static_cast<unsigned long long>(a.mib), a.repeat);
+  for (size_t bytes : {size_t{256} << 10, size_t{2} << 20}) {
+    Figure put, get, set_ceiling, get_ceiling;
+    for (int r = 0; r < a.repeat; ++r) {
+      put = Best(put, RunStore(**store, a, bytes, true));
+      get = Best(get, RunStore(**store, a, bytes, false));
+      Figure s, g;
+      if (!RunRedisBenchmark(a, a.port, bytes, s, g)) {
+        std::fprintf(stderr, "redis-benchmark failed (is redis-tools installed?)\n");
+        return 1;
+      }
+      set_ceiling = Best(set_ceiling, s);
+      get_ceiling = Best(get_ceiling, g);
+    }
+    Print("put", bytes, a, put, set_ceiling);
+    Print("get", bytes, a, get, get_ceiling);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvtier
+
+int main(int argc, char** argv) { return kvtier::Main(argc, argv); }
