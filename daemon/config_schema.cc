@@ -184,6 +184,10 @@ std::vector<ConfigKey> T0Keys() {
       Fraction("t0.free_fraction", "fraction in (0, 1]",
                "With capacity_bytes 0: this share of the GPU memory free at start",
                KVTIER_FIELD(tiers.t0->free_fraction)),
+      Bool("t0.write_through",
+           "Copy each block born in T0 to T1 in the background, keeping it in T0, so T0 evicts "
+           "without a copy when a promotion needs room",
+           KVTIER_FIELD(tiers.t0_write_through)),
   };
   for (ConfigKey& k : PolicyKeys("t0", KVTIER_FIELD(tiers.t0_policy))) keys.push_back(std::move(k));
   return keys;

@@ -79,18 +79,19 @@ enum class VictimFate : uint8_t { kLeave, kMoveDown, kDrop };
 
 // Counters of one rung, in blocks. The one table the daemon's Stats, its metrics and replay's
 // report read (KVTIER_RUNG_COUNTERS lists each once, with its meaning).
-#define KVTIER_RUNG_COUNTERS(X)                                                        \
-  X(hits, "reads served by a copy already in this rung")                               \
-  X(gets_promoted, "reads served by a copy moved into this rung for them")             \
-  X(promoted_out, "copies made from this rung into another for a read")                \
-  X(promotion_failures, "moves into this rung for a read that failed")                 \
-  X(born, "new blocks that entered this rung")                                         \
-  X(births_refused, "new blocks this rung's admission refused (not cached)")           \
-  X(evictions, "victims chosen by this rung's policy")                                 \
-  X(clean_evictions, "victims with a copy below: left with no write")                  \
-  X(moved_down, "victims copied into the rung below, then freed here")                 \
-  X(move_down_failures, "victims whose copy into the rung below failed (dropped)")     \
-  X(rejected, "victims the rung below refused (admission, or not admitting); dropped") \
+#define KVTIER_RUNG_COUNTERS(X)                                                         \
+  X(hits, "reads served by a copy already in this rung")                                \
+  X(gets_promoted, "reads served by a copy moved into this rung for them")              \
+  X(promoted_out, "copies made from this rung into another for a read")                 \
+  X(promotion_failures, "moves into this rung for a read that failed")                  \
+  X(born, "new blocks that entered this rung")                                          \
+  X(births_refused, "new blocks this rung's admission refused (not cached)")            \
+  X(evictions, "victims chosen by this rung's policy")                                  \
+  X(clean_evictions, "victims with a copy below: left with no write")                   \
+  X(moved_down, "victims copied into the rung below, then freed here")                  \
+  X(written_through, "blocks copied into the rung below ahead of eviction (kept here)") \
+  X(move_down_failures, "victims whose copy into the rung below failed (dropped)")      \
+  X(rejected, "victims the rung below refused (admission, or not admitting); dropped")  \
   X(dropped, "victims that left with no copy below")
 
 struct RungCounters {

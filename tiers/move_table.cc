@@ -7,11 +7,16 @@ Move* MoveTable::Find(const BlockKey& key, int to) {
   return it == moves_.end() ? nullptr : &it->second;
 }
 
+std::array<uint64_t, kMaxTiers>* MoveTable::CountOf(const Move& move) {
+  if (move.for_read) return nullptr;
+  return move.keep_source ? &copying_ : &leaving_;
+}
+
 bool MoveTable::Add(const MoveKey& id, Move move) {
   const int from = move.from;
-  const bool leaves = !move.for_read;
+  std::array<uint64_t, kMaxTiers>* count = CountOf(move);
   const bool inserted = moves_.try_emplace(id, std::move(move)).second;
-  if (inserted && leaves) ++leaving_[static_cast<size_t>(from)];
+  if (inserted && count != nullptr) ++(*count)[static_cast<size_t>(from)];
   return inserted;
 }
 
@@ -19,7 +24,8 @@ Move MoveTable::Take(const MoveKey& id) {
   auto it = moves_.find(id);
   Move move = std::move(it->second);
   moves_.erase(it);
-  if (!move.for_read) --leaving_[static_cast<size_t>(move.from)];
+  if (std::array<uint64_t, kMaxTiers>* count = CountOf(move))
+    --(*count)[static_cast<size_t>(move.from)];
   return move;
 }
 

@@ -49,6 +49,9 @@ struct Move {
   uint32_t payload_bytes = 0;
   uint64_t expected_checksum = 0;  // as given at commit; 0 = none (checked before persisting)
   uint64_t namespace_id = 0;
+  // A copy down that keeps the source (write-through ahead of eviction, TierManagerOptions::
+  // t0_write_through): the block stays in `from` and is clean once the copy lands.
+  bool keep_source = false;
   bool dropped = false;          // Drop removed the block meanwhile: free both slots at completion
   std::vector<GetDone> waiters;  // reads answered at completion; each holds a lease on the block
 };
@@ -65,13 +68,17 @@ class MoveTable {
   size_t size() const { return moves_.size(); }
   // Victims of rung `r` moving down now (their slots in `r` free up when the moves finish).
   uint64_t leaving(int r) const { return leaving_[static_cast<size_t>(r)]; }
+  // Write-through copies out of rung `r` now (Move::keep_source: their slots in `r` stay).
+  uint64_t copying(int r) const { return copying_[static_cast<size_t>(r)]; }
   // Reads of `key` whose destination had no free slot, oldest first.
   std::deque<MoveKey>& waiting_for_room() { return waiting_; }
   bool any_waiting() const { return !waiting_.empty(); }
 
  private:
+  std::array<uint64_t, kMaxTiers>* CountOf(const Move& move);  // leaving_, copying_ or none
   absl::flat_hash_map<MoveKey, Move> moves_;
   std::array<uint64_t, kMaxTiers> leaving_{};
+  std::array<uint64_t, kMaxTiers> copying_{};
   std::deque<MoveKey> waiting_;
 };
 

@@ -273,6 +273,11 @@ absl::StatusOr<CommitOutcome> Mover::CommitLocked(const PutCommit& put, int r, S
   namespace_[ins.id] = put.namespace_id;
   ladder_->Enter(r, ins.id, put.key.lo, parent);
   ++ladder_->counters(r).born;
+  if (WritesThrough(r)) {
+    write_through_.emplace_back(r, put.key);
+    work_pending_ = true;
+    cv_.SignalAll();
+  }
   return CommitOutcome::kStored;
 }
 

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -186,6 +187,15 @@ class Mover {
   absl::StatusOr<LeasedBlock> FinishReadLocked(const MoveKey& id, Move& move, absl::Status status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DoDeferredFrees() ABSL_LOCKS_EXCLUDED(mu_);
+  // Write-through (TierManagerOptions::t0_write_through): starts copies down of blocks born in a
+  // rung above the birth rung that have no copy below yet, while the rung below has free slots
+  // and fewer than max_demotions_in_flight are under way; false if none started.
+  bool WriteThroughStep() ABSL_LOCKS_EXCLUDED(mu_);
+  bool WritesThrough(int r) const;
+  // Records a finished write-through copy (mu_ held): the copy below is published, the source
+  // stays (back in its rung's policy); a failed copy leaves only the source.
+  void FinishWriteThroughLocked(const MoveKey& id, Move& move, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool InFlightLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TierManagerOptions& options_;
@@ -202,6 +212,8 @@ class Mover {
   MoveTable moves_ ABSL_GUARDED_BY(mu_);
   uint64_t chains_ ABSL_GUARDED_BY(mu_) = 0;  // reads between two steps of a climb
   std::vector<std::pair<int, SlotId>> deferred_frees_ ABSL_GUARDED_BY(mu_);
+  // Blocks born in a write-through rung, oldest first, to copy down (checked again when taken).
+  std::deque<std::pair<int, BlockKey>> write_through_ ABSL_GUARDED_BY(mu_);
   bool work_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool evictor_idle_ ABSL_GUARDED_BY(mu_) = false;
   // Quiesce and Flush calls waiting now. In replay-exact mode the evictor sheds only for them, so

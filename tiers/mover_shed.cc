@@ -61,7 +61,76 @@ bool Mover::EvictStep() {
     // until some client releases a lease. They fail instead; their Gets may retry.
     if (idle) FailWaitingReads(r);
   }
-  return worked;
+  return WriteThroughStep() || worked;
+}
+
+bool Mover::WritesThrough(int r) const {
+  return options_.t0_write_through && !options_.settle_each_move && r < birth() &&
+         Storage(r) != nullptr;
+}
+
+bool Mover::WriteThroughStep() {
+  std::vector<std::pair<MoveKey, SlotId>> started;
+  {
+    absl::MutexLock lock(&mu_);
+    while (!write_through_.empty()) {
+      const auto [r, key] = write_through_.front();
+      const int below = ladder_->Below(r);
+      if (below == Ladder::kNone || moves_.copying(r) >= options_.max_demotions_in_flight) break;
+      std::optional<BlockInfo> info = index_.Find(key);
+      // Gone, evicted, copied below already, or chosen for a move (out of the policy): skip it.
+      if (!info || !info->InTier(TierOf(r)) || ladder_->HasCopyBelow(r, info->tiers) ||
+          moves_.Find(key, below) != nullptr || (ladder_->Mask(info->id) & (1u << r)) == 0) {
+        write_through_.pop_front();
+        continue;
+      }
+      absl::StatusOr<SlotId> slot = Storage(below)->Allocate();  // O(1), no I/O
+      if (!slot.ok()) break;  // no free slot below now: the rung's evictor makes room; later
+      write_through_.pop_front();
+      // Out of the policy while the copy reads the slot: no victim choice can free it meanwhile.
+      ladder_->Remove(r, info->id);
+      Move move;
+      move.from = r;
+      move.keep_source = true;
+      move.src_slot = info->slots[static_cast<size_t>(r)];
+      move.payload_bytes = info->payload_bytes;
+      move.expected_checksum = checksum_[info->id];
+      move.namespace_id = namespace_[info->id];
+      moves_.Add(MoveKey{key, below}, std::move(move));
+      started.emplace_back(MoveKey{key, below}, *slot);
+    }
+  }
+  for (const auto& [id, slot] : started) {
+    KickIfAboveHigh(id.to);
+    Issue(id, slot);
+  }
+  return !started.empty();
+}
+
+void Mover::FinishWriteThroughLocked(const MoveKey& id, Move& move, const absl::Status& status) {
+  const int from = move.from, to = id.to;
+  std::optional<BlockInfo> info = move.dropped ? std::nullopt : index_.Find(id.key);
+  if (!info) {  // dropped meanwhile: both slots go
+    if (move.dst_slot != kNoSlot) FreeSlotLocked(to, move.dst_slot);
+    FreeSlotLocked(from, move.src_slot);
+    return;
+  }
+  if (!status.ok()) {
+    if (move.dst_slot != kNoSlot) FreeSlotLocked(to, move.dst_slot);
+    ++ladder_->counters(from).move_down_failures;
+    KVTIER_LOG(kWarn, "tiers",
+               "write-through of block {} from {} to {} failed (it stays in {}): {}",
+               id.key.ToHex(), TierName(TierOf(from)), TierName(TierOf(to)), TierName(TierOf(from)),
+               std::string(status.message()));
+  } else if (index_.SetTier(id.key, TierOf(to), move.dst_slot).ok()) {
+    EnterLocked(to, *info);
+    ++ladder_->counters(from).written_through;
+  } else {  // a read copied it there meanwhile: that copy stays
+    FreeSlotLocked(to, move.dst_slot);
+  }
+  if (info->InTier(TierOf(from)) && (ladder_->Mask(info->id) & (1u << from)) == 0) {
+    EnterLocked(from, *info);  // back in its rung's policy, clean now
+  }
 }
 
 bool Mover::ShedOnce(int r) {
@@ -157,6 +226,10 @@ bool Mover::PrepareForPersist(const MoveKey& id, const Move& move, uint64_t* che
 }
 
 void Mover::FinishMoveDownLocked(const MoveKey& id, Move& move, const absl::Status& status) {
+  if (move.keep_source) {
+    FinishWriteThroughLocked(id, move, status);
+    return;
+  }
   const int from = move.from, to = id.to;
   std::optional<BlockInfo> info = move.dropped ? std::nullopt : index_.Find(id.key);
   if (!status.ok() || !info) {  // failed, or dropped meanwhile: no copy below, and this one goes

@@ -57,6 +57,13 @@ struct TierManagerOptions {
   // Demotions in flight at once, per pair of tiers (T1 -> T2 writes, T0 -> T1 copies); more
   // victims wait for a completion. > 0.
   uint32_t max_demotions_in_flight = 64;
+  // Write-through from T0: a block born in T0 (a GPU engine's published block) is copied to T1 in
+  // the background as soon as T1 has a free slot, and keeps its T0 copy. T0 then evicts it without
+  // a copy when room is needed, so a promotion into a full T0 (a T1 hit) never waits for a T0 ->
+  // T1 demotion. Costs device -> host PCIe traffic at the rate blocks are born and a T1 slot per
+  // copy (T1 evicts for it as for any block). Off in settle_each_move mode (replay has no such
+  // moves). At most max_demotions_in_flight such copies at once.
+  bool t0_write_through = true;
   // Replay-exact mode: the evictor sheds only while a Quiesce (or FlushT1) waits for it, counts
   // occupancy as the ladder does, starts one move at a time and looks at the rungs again only
   // once it has landed, so shedding follows exactly the sequence `kvtier replay` simulates

@@ -16,7 +16,7 @@
 //
 //   kvtier_daemon_ttft_bench --model DIR --socket PATH [--prompt-tokens 8192] [--new-tokens 16]
 //                            [--block-tokens 16] [--fill 4] [--fill-t1 8] [--repeat 3]
-//                            [--disk-file PATH]
+//                            [--disk-file PATH] [--settle-s 10]
 // Without a usable GPU it prints why and exits 0.
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -52,7 +52,7 @@ T Take(absl::StatusOr<T> v, const char* what) {
 struct Flags {
   std::string model, socket, disk_file;
   int64_t prompt_tokens = 8192, block_tokens = 16;
-  int new_tokens = 16, fill = 4, fill_t1 = 8, repeat = 3;
+  int new_tokens = 16, fill = 4, fill_t1 = 8, repeat = 3, settle_s = 10;
 };
 
 Flags ParseFlags(int argc, char** argv) {
@@ -77,6 +77,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.fill_t1 = std::stoi(v);
     else if (k == "--repeat")
       f.repeat = std::stoi(v);
+    else if (k == "--settle-s")
+      f.settle_s = std::stoi(v);
     else
       bench::Die(kProgram, "unknown flag " + k);
   }
@@ -233,7 +235,9 @@ int Main(int argc, char** argv) {
                   "{:.1f} ms for its {:.0f} MiB",
                   none.ttft_ms / t1.ttft_ms, h2d, t1_bytes / h2d / 1e6, t1_bytes / (1 << 20)));
   for (int i = 0; i < f.fill_t1; ++i) RunOne(*d.engine, fresh(), 1);
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // let T1's demotions reach T2
+  // Let T1's demotions reach T2: the T2 row measures a read from an idle disk, not one queued
+  // behind the fills' writes.
+  std::this_thread::sleep_for(std::chrono::seconds(f.settle_s));
   const Run t2 = RunOne(*d.engine, p, f.new_tokens);
   const double bytes = static_cast<double>(t2.out.prompt_cached_from[3]) / f.block_tokens *
                        static_cast<double>(model->KvGeometry(f.block_tokens).slot_elems()) * 2;

@@ -40,6 +40,7 @@ TierManagerOptions T0Options(uint32_t t1_slots, uint32_t t0_slots, const std::st
   o.t0 = t0;
   o.t0_policy.high_watermark = 1.0;
   o.t0_policy.low_watermark = 0.75;
+  o.t0_write_through = false;  // the tests that want it say so
   return o;
 }
 
@@ -297,6 +298,27 @@ TEST(DeviceTierManager, LeasedT0BlocksStayAndADropFreesTheT0Slot) {
 namespace kvtier {
 namespace {
 
+// Publishes block i as born in T0: a working slot filled from a T1 slot's bytes (registered host
+// memory), as an engine's kernel would, published (protocol v3) and its publish lease released.
+void PublishInT0(TierManager& m, uint64_t i) {
+  absl::StatusOr<SlotId> staging = m.AllocateForPut();
+  absl::StatusOr<SlotId> slot = m.AllocateForPut(Tier::kT0);
+  ASSERT_TRUE(staging.ok() && slot.ok()) << staging.status() << slot.status();
+  auto* data = reinterpret_cast<uint8_t*>(m.t1().SlotData(*staging));
+  const uint32_t bytes = SizeOf(i);
+  FillPayload(i, data, bytes);
+  std::promise<absl::Status> copied;
+  m.t0()->Write(*slot, BlockRecord{KeyOf(i), 3, bytes, 0}, data,
+                [&copied](absl::Status s) { copied.set_value(s); });
+  ASSERT_TRUE(copied.get_future().get().ok());
+  ASSERT_TRUE(m.AbortPut(*staging).ok());
+  PutCommit put{KeyOf(i), 3, bytes, XXH3_64bits(data, bytes), nullptr};
+  put.tier = Tier::kT0;
+  put.working = true;
+  ASSERT_EQ(*m.CommitPut(put, *slot), CommitOutcome::kStored);
+  ASSERT_TRUE(m.Release(KeyOf(i)).ok());  // the publish's lease
+}
+
 // A block born in T0 (a working slot published there, protocol v3) that no read copied down is
 // written to T2 by a clean stop's flush, through T1, with the checksum given when it was published.
 TEST(DeviceTierManager, AFlushWritesBlocksBornInT0ToT2) {
@@ -305,23 +327,7 @@ TEST(DeviceTierManager, AFlushWritesBlocksBornInT0ToT2) {
   auto m = Make(T0Options(16, 4, tmp.path(), 64));
   ASSERT_NE(m, nullptr);
   for (uint64_t i = 0; i < 3; ++i) {
-    // Fill a T0 slot from a T1 slot's bytes (registered host memory), as an engine's kernel would.
-    absl::StatusOr<SlotId> staging = m->AllocateForPut();
-    absl::StatusOr<SlotId> slot = m->AllocateForPut(Tier::kT0);
-    ASSERT_TRUE(staging.ok() && slot.ok()) << staging.status() << slot.status();
-    auto* data = reinterpret_cast<uint8_t*>(m->t1().SlotData(*staging));
-    const uint32_t bytes = SizeOf(i);
-    FillPayload(i, data, bytes);
-    std::promise<absl::Status> copied;
-    m->t0()->Write(*slot, BlockRecord{KeyOf(i), 3, bytes, 0}, data,
-                   [&copied](absl::Status s) { copied.set_value(s); });
-    ASSERT_TRUE(copied.get_future().get().ok());
-    ASSERT_TRUE(m->AbortPut(*staging).ok());
-    PutCommit put{KeyOf(i), 3, bytes, XXH3_64bits(data, bytes), nullptr};
-    put.tier = Tier::kT0;
-    put.working = true;
-    ASSERT_EQ(*m->CommitPut(put, *slot), CommitOutcome::kStored);
-    ASSERT_TRUE(m->Release(KeyOf(i)).ok());  // the publish's lease
+    ASSERT_NO_FATAL_FAILURE(PublishInT0(*m, i));
     EXPECT_TRUE(InTier(*m, i, Tier::kT0));
     EXPECT_FALSE(InTier(*m, i, Tier::kT1));
   }
@@ -331,6 +337,66 @@ TEST(DeviceTierManager, AFlushWritesBlocksBornInT0ToT2) {
     ASSERT_TRUE(GetAndVerify(*m, i).ok()) << i;
   }
   EXPECT_EQ(m->Stats().integrity_drops, 0u);
+}
+
+}  // namespace
+}  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// Write-through (t0_write_through): blocks born in T0 get a T1 copy in the background and stay in
+// T0; when T0 then needs room for promotions, they leave it without a copy back (the T1 hit's
+// promotions never wait for a demotion), and their T1 copies hold their bytes.
+TEST(DeviceTierManager, WriteThroughGivesBlocksBornInT0AT1CopySoTheyLeaveT0Clean) {
+  KVTIER_REQUIRE_GPU();
+  TierManagerOptions o = T0Options(32, 4);
+  o.t0_write_through = true;
+  auto m = Make(o);
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_NO_FATAL_FAILURE(PublishInT0(*m, i));
+  m->Quiesce();
+  for (uint64_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(InTier(*m, i, Tier::kT0)) << i;
+    EXPECT_TRUE(InTier(*m, i, Tier::kT1)) << i << ": not written through";
+  }
+  EXPECT_EQ(m->Stats().tier(Tier::kT0).written_through, 4u);
+  EXPECT_EQ(m->t0()->Stats().reads, 4u);
+  for (uint64_t i = 10; i < 14; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;
+  for (uint64_t i = 10; i < 14; ++i) {  // T0 is full of 0..3, all clean
+    const absl::Status s = GetT0AndVerify(*m, i);
+    ASSERT_TRUE(s.ok()) << "block " << i << ": " << s;
+  }
+  m->Quiesce();
+  const TierManagerStats s = m->Stats();
+  EXPECT_EQ(s.tier(Tier::kT0).moved_down, 0u);
+  EXPECT_GE(s.tier(Tier::kT0).clean_evictions, 4u);
+  EXPECT_EQ(m->t0()->Stats().reads, 4u) << "a T0 victim was copied down again";
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_TRUE(GetAndVerify(*m, i).ok()) << i;
+  EXPECT_EQ(s.integrity_drops, 0u);
+}
+
+// A block dropped while its write-through copy is under way frees both slots; one born when T1
+// has no free slot is copied once T1 has room (its evictor makes it), never lost from T0.
+TEST(DeviceTierManager, WriteThroughSurvivesDropsAndAFullT1) {
+  KVTIER_REQUIRE_GPU();
+  TierManagerOptions o = T0Options(4, 8);  // no T2: T1 sheds by dropping
+  o.t0_write_through = true;
+  auto m = Make(o);
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 100; i < 104; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;  // T1 full
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_NO_FATAL_FAILURE(PublishInT0(*m, i));
+  ASSERT_TRUE(m->Drop(KeyOf(7)).ok());
+  m->Quiesce();
+  for (uint64_t i = 0; i < 7; ++i) EXPECT_TRUE(InTier(*m, i, Tier::kT0)) << i;
+  EXPECT_FALSE(m->index().Find(KeyOf(7)).has_value());
+  EXPECT_EQ(m->t0()->Stats().used_slots, 7u);
+  const uint64_t t1_used = m->t1().Stats().used_slots;
+  EXPECT_LE(t1_used, 4u);
+  for (uint64_t i = 0; i < 7; ++i) {
+    const absl::Status s = GetT0AndVerify(*m, i);
+    EXPECT_TRUE(s.ok()) << "block " << i << ": " << s;
+  }
 }
 
 }  // namespace
