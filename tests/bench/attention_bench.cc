@@ -241,7 +241,9 @@ Row Decode(int64_t batch, int64_t n, int repeat, gpu::StreamHandle stream) {
 }
 
 // Q new tokens after N - Q cached ones, kLayers calls (one per layer); split over the keys or not.
-Row ChunkOverContext(int64_t q, int64_t n, bool split, int repeat, gpu::StreamHandle stream) {
+// `out`: the last layer's output (host copy), to compare the two.
+Row ChunkOverContext(int64_t q, int64_t n, bool split, int repeat, gpu::StreamHandle stream,
+                     std::vector<uint16_t>& out) {
   constexpr int64_t kLayers = 32;
   Arena arena;
   ops::AttentionParams p = Params();
@@ -268,6 +270,9 @@ Row ChunkOverContext(int64_t q, int64_t n, bool split, int repeat, gpu::StreamHa
       Check(ops::gpu::AttentionPrefill(DType::kBf16, p, b, indptr, q, stream, space), "chunk");
     }
   });
+  out.resize(q * kQHeads * kHeadDim);
+  Check(gpu::CopyAsync(out.data(), b.out, out.size() * 2, nullptr), "download");
+  Check(gpu::DeviceSynchronize(), "download");
   const double bytes = static_cast<double>(kLayers) * n * 2 * kKvHeads * kHeadDim * 2;
   return {fmt::format("prefill chunk of {} over {} tokens, {} layers, {}", q, n, kLayers,
                       split ? "split over the keys" : "whole"),
@@ -304,7 +309,17 @@ Row Copy(int repeat, gpu::StreamHandle stream) {
 
 void ChunkRows(int repeat, gpu::StreamHandle h, std::vector<Row>& rows) {
   for (const auto& [q, n] : {std::pair<int64_t, int64_t>{16, 8192}, {64, 16384}, {1, 4096}}) {
-    for (const bool split : {false, true}) rows.push_back(ChunkOverContext(q, n, split, repeat, h));
+    std::vector<uint16_t> whole, split;
+    rows.push_back(ChunkOverContext(q, n, false, repeat, h, whole));
+    rows.push_back(ChunkOverContext(q, n, true, repeat, h, split));
+    double worst = 0;
+    for (size_t i = 0; i < whole.size(); ++i) {
+      worst = std::max(
+          worst, static_cast<double>(std::abs(Bf16ToFloat(whole[i]) - Bf16ToFloat(split[i]))));
+    }
+    g_diffs.push_back(fmt::format(
+        "largest difference of the split output from the whole one, chunk of {} over {}: {:.4g}", q,
+        n, worst));
   }
 }
 
@@ -317,6 +332,7 @@ int Run(int repeat, bool chunks_only) {
     rows.push_back(Copy(repeat, h));
     ChunkRows(repeat, h, rows);
     Print(rows);
+    for (const std::string& d : g_diffs) std::printf("%s\n", d.c_str());
     return 0;
   }
   rows.push_back(Gemm(false, repeat, h));

@@ -64,11 +64,24 @@ void Build(DType dtype, const Case& c, Setup& s) {
   s.params.sliding_window = c.window;
   const int32_t longest = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
   s.max_blocks = (longest + c.block_tokens - 1) / c.block_tokens;
-  const int64_t slots = batch * s.max_blocks + 3;
+  // Each sequence's own blocks on distinct slots, the rest of its table row on its first (never
+  // read): a long sequence beside short ones costs no pool for them.
+  std::vector<int64_t> own(batch);
+  int64_t used = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    own[b] = (c.kv_lens[b] + c.block_tokens - 1) / c.block_tokens;
+    used += own[b];
+  }
+  const int64_t slots = used + 3;
   std::vector<int32_t> order(slots);
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937(21));
-  s.tables.assign(order.begin(), order.begin() + batch * s.max_blocks);  // distinct slots
+  s.tables.assign(batch * s.max_blocks, 0);
+  for (int64_t b = 0, next = 0; b < batch; next += own[b], ++b) {
+    for (int64_t i = 0; i < s.max_blocks; ++i) {
+      s.tables[b * s.max_blocks + i] = order[next + (i < own[b] ? i : 0)];
+    }
+  }
   s.pool = Uniform(slots * s.params.kv.slot_elems(), -1, 1, 22);
   for (int32_t n : c.q_lens) s.q_indptr.push_back(s.q_indptr.back() + n);
   s.q = Uniform(static_cast<size_t>(s.q_indptr.back()) * c.q_heads * c.head_dim, -2, 2, 23);
