@@ -248,7 +248,8 @@ void ClusterRouter::RunOnNode(size_t node_id, absl::Span<Pending> batch,
   RespConnection& c = **connection;
   for (Pending& p : batch) {
     if (p.ask_node >= 0) c.Append(AskingCommand());
-    c.Append(requests[p.index].command);
+    const RespRequest& r = requests[p.index];
+    c.Append({r.command, r.payload, r.tail});
     ++p.sends;
   }
   for (size_t i = 0; i < batch.size(); ++i) {

@@ -62,9 +62,13 @@ struct ClusterRouterOptions {
 
 // One command of a batch. The views must stay valid until Execute returns.
 struct RespRequest {
-  std::string_view key;      // routes the command (its cluster slot)
-  std::string_view command;  // the whole RESP-formatted command (FormatCommand)
-  std::string_view name;     // the command's name for errors, e.g. "GET"
+  std::string_view key;  // routes the command (its cluster slot)
+  // The RESP-formatted command (FormatCommand) is command ‖ payload ‖ tail; payload and tail may
+  // be empty. Split so a SET's value is sent from the caller's buffer, never copied.
+  std::string_view command;
+  std::string_view name;  // the command's name for errors, e.g. "GET"
+  std::string_view payload = {};
+  std::string_view tail = {};
 };
 
 // A request's final reply (any reply, error replies other than redirects included) and the node

@@ -70,12 +70,6 @@ namespace {
 
 constexpr size_t kKeyBytes = 16;
 
-// The whole SET command with the value (header + payload) in one buffer, so it is copied once.
-struct SetCommand {
-  std::unique_ptr<char[]> bytes;
-  size_t size = 0;
-};
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RemoteStore>> RemoteStore::Open(const RemoteStoreOptions& options) {
@@ -86,6 +80,7 @@ absl::StatusOr<std::unique_ptr<RemoteStore>> RemoteStore::Open(const RemoteStore
 
 RemoteStore::RemoteStore(const RemoteStoreOptions& options, ClusterRouterOptions router)
     : key_prefix_(options.key_prefix),
+      verify_puts_(options.verify_puts),
       put_slice_(size_t{options.max_pipeline} * 4),
       router_(std::move(router)),
       breaker_(CircuitBreaker::Options{options.breaker_failures, options.breaker_open_ms,
@@ -141,10 +136,33 @@ absl::Status RemoteStore::Put(absl::Span<RemotePutItem> items) {
   return first;
 }
 
+// The SET of one item: "*3 $3 SET $<k> key $<v>" and the value's header, in `head`; the payload
+// is sent from the caller's buffer. NotOk (DataLoss) when verify_puts finds a wrong checksum.
+absl::Status RemoteStore::FormatSet(const RemotePutItem& item, const std::string& key,
+                                    std::string& head) const {
+  BlockRecord record = item.record;
+  if (record.checksum == 0 || verify_puts_) {
+    record.checksum = PayloadChecksum(item.payload, record.payload_bytes);
+    if (item.record.checksum != 0 && item.record.checksum != record.checksum) {
+      return absl::DataLossError(fmt::format(
+          "remote: put of {}: the payload does not match its checksum ({:016x}, given {:016x}); "
+          "not stored",
+          record.key.ToHex(), record.checksum, item.record.checksum));
+    }
+  }
+  AppendCommandHeader(head, 3);
+  AppendBulk(head, "SET");
+  AppendBulk(head, key);
+  AppendBulkHeader(head, kRemoteHeaderBytes + record.payload_bytes);
+  const size_t at = head.size();
+  head.resize(at + kRemoteHeaderBytes);
+  EncodeRemoteHeader(record, reinterpret_cast<uint8_t*>(head.data() + at));
+  return absl::OkStatus();
+}
+
 absl::Status RemoteStore::PutSlice(absl::Span<RemotePutItem> items) {
   Counters::Add(counters_->put_items, items.size());
-  std::vector<std::string> keys(items.size());
-  std::vector<SetCommand> commands(items.size());
+  std::vector<std::string> keys(items.size()), heads(items.size());
   std::vector<RespRequest> requests;
   std::vector<size_t> item_of;  // [request] item index
   absl::Status first;
@@ -152,32 +170,14 @@ absl::Status RemoteStore::PutSlice(absl::Span<RemotePutItem> items) {
     RemotePutItem& item = items[i];
     item.outcome = RemoteOutcome::kError;
     keys[i] = StoreKey(item.record.key);
-    std::string head;
-    AppendCommandHeader(head, 3);
-    AppendBulk(head, "SET");
-    AppendBulk(head, keys[i]);
-    const size_t value_bytes = kRemoteHeaderBytes + item.record.payload_bytes;
-    AppendBulkHeader(head, value_bytes);
-    SetCommand& c = commands[i];
-    c.size = head.size() + value_bytes + 2;
-    c.bytes.reset(new char[c.size]);
-    std::memcpy(c.bytes.get(), head.data(), head.size());
-    char* value = c.bytes.get() + head.size();
-    BlockRecord record = item.record;
-    record.checksum =
-        CopyAndChecksum(value + kRemoteHeaderBytes, item.payload, record.payload_bytes);
-    if (item.record.checksum != 0 && item.record.checksum != record.checksum) {
-      const absl::Status bad = absl::DataLossError(fmt::format(
-          "remote: put of {}: the payload does not match its checksum ({:016x}, given {:016x}); "
-          "not stored",
-          record.key.ToHex(), record.checksum, item.record.checksum));
+    if (absl::Status bad = FormatSet(item, keys[i], heads[i]); !bad.ok()) {
       counters_->Error(bad);
       if (first.ok()) first = bad;
       continue;
     }
-    EncodeRemoteHeader(record, reinterpret_cast<uint8_t*>(value));
-    std::memcpy(value + value_bytes, "\r\n", 2);
-    requests.push_back(RespRequest{keys[i], std::string_view(c.bytes.get(), c.size), "SET"});
+    const std::string_view payload(static_cast<const char*>(item.payload),
+                                   item.record.payload_bytes);
+    requests.push_back(RespRequest{keys[i], heads[i], "SET", payload, "\r\n"});
     item_of.push_back(i);
   }
   absl::Status sent = Run(Op::kPut, requests, [&](size_t r, const RespAnswer& answer) {

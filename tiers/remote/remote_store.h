@@ -46,10 +46,11 @@ enum class RemoteOutcome : uint8_t {
 };
 
 struct RemotePutItem {
-  // key, namespace_id, payload_bytes, and checksum (the payload's XXH3-64; 0: computed here). A
-  // payload that does not match a given checksum is not stored (the item fails with DataLoss).
+  // key, namespace_id, payload_bytes, and checksum (the payload's XXH3-64; 0: computed here).
+  // With verify_puts, a payload that does not match a given checksum is not stored (the item fails
+  // with DataLoss); without, it is stored as given and every reader counts it corrupt (a miss).
   BlockRecord record;
-  const void* payload = nullptr;                  // record.payload_bytes bytes
+  const void* payload = nullptr;  // record.payload_bytes bytes, sent from here (never copied)
   RemoteOutcome outcome = RemoteOutcome::kError;  // out: kHit when stored
 };
 
@@ -119,10 +120,13 @@ class RemoteStore {
   absl::Status Run(Op op, absl::Span<const RespRequest> requests,
                    absl::FunctionRef<absl::Status(size_t, const RespAnswer&)> on_reply);
   absl::Status PutSlice(absl::Span<RemotePutItem> items);
+  absl::Status FormatSet(const RemotePutItem& item, const std::string& key,
+                         std::string& head) const;
   absl::Status OnGetReply(RemoteGetItem& item, const RespAnswer& answer);
   void Corrupt(const RemoteGetItem& item, const RespEndpoint& node, const absl::Status& why);
 
   const std::string key_prefix_;
+  const bool verify_puts_;
   const size_t put_slice_;  // puts formatted at once: bounds the memory of a large Put
   ClusterRouter router_;
   CircuitBreaker breaker_;

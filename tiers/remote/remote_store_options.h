@@ -40,6 +40,11 @@ struct RemoteStoreOptions {
   uint32_t breaker_failures = 5;  // in [1, 1000000]
   uint32_t breaker_open_ms = 1000;
   uint32_t breaker_open_max_ms = 30000;  // >= breaker_open_ms, <= 3600000
+  // Hash every put's payload and refuse one that does not match the checksum it came with (one
+  // read pass over the payload). Off, a put with a checksum is stored as given (a put without one
+  // is always hashed): a payload that does not match is then a counted miss for every reader,
+  // never served, as for any value corrupted in the store.
+  bool verify_puts = false;
   // Put before every key's 16 bytes. At most 64 bytes, no '{' or '}' (a hash tag would put every
   // key in one cluster slot). Daemons that share blocks use the same prefix.
   std::string key_prefix = "kvtier:";

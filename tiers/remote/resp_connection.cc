@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 #include <hiredis.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -89,6 +93,9 @@ absl::StatusOr<std::unique_ptr<RespConnection>> RespConnection::Connect(
     return connection->TransportError("connect (setting the command timeout)");
   }
   redisEnableKeepAlive(c);  // best effort: a dead peer is still caught by the command timeout
+  // Keep the reader's buffer between replies: hiredis otherwise frees it whenever it empties, and
+  // every block-sized reply grows it again by doubling (a copy per doubling).
+  c->reader->maxbuf = 0;
   KVTIER_RETURN_IF_ERROR(connection->Authenticate(options));
   return connection;
 }
@@ -109,13 +116,61 @@ absl::Status RespConnection::Authenticate(const RespConnectionOptions& options) 
   return ExpectOk(endpoint_, "AUTH", *reply);
 }
 
-void RespConnection::Append(std::string_view formatted) {
-  if (redisAppendFormattedCommand(context_, formatted.data(), formatted.size()) != REDIS_OK) {
-    broken_ = true;  // only on allocation failure; the next ReadReply reports it
+void RespConnection::Append(absl::Span<const std::string_view> parts) {
+  for (std::string_view part : parts) {
+    if (part.empty()) continue;
+    if (part.size() >= kDirectWriteBytes) {
+      queued_.push_back(Piece{part.data(), 0, part.size()});
+      continue;
+    }
+    if (!queued_.empty() && queued_.back().data == nullptr) {
+      queued_.back().size += part.size();  // adjacent in small_: one piece
+    } else {
+      queued_.push_back(Piece{nullptr, small_.size(), part.size()});
+    }
+    small_.append(part);
   }
 }
 
+// Sends every queued piece, in order, with as few sendmsg calls as the socket allows.
+absl::Status RespConnection::Flush() {
+  std::vector<iovec> iov;
+  iov.reserve(queued_.size());
+  for (const Piece& p : queued_) {
+    const char* data = p.data != nullptr ? p.data : small_.data() + p.offset;
+    iov.push_back(iovec{const_cast<char*>(data), p.size});
+  }
+  queued_.clear();
+  for (size_t first = 0; first < iov.size();) {
+    msghdr msg{};
+    msg.msg_iov = iov.data() + first;
+    msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    const ssize_t n = ::sendmsg(context_->fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      const std::string where = fmt::format("remote {}: write", endpoint_.Name());
+      if (IsTimeout(err)) return absl::DeadlineExceededError(where + ": timed out");
+      return absl::UnavailableError(fmt::format("{}: {}", where, std::strerror(err)));
+    }
+    for (auto left = static_cast<size_t>(n); left > 0;) {
+      const size_t take = std::min(left, iov[first].iov_len);
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + take;
+      iov[first].iov_len -= take;
+      left -= take;
+      if (iov[first].iov_len == 0) ++first;
+    }
+  }
+  small_.clear();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RespReply> RespConnection::ReadReply(std::string_view command) {
+  if (!broken_ && !queued_.empty()) {
+    write_error_ = Flush();
+    broken_ = !write_error_.ok();
+  }
+  if (!write_error_.ok()) return write_error_;
   if (broken_) {
     return absl::UnavailableError(
         fmt::format("remote {}: {}: connection already broken", endpoint_.Name(), command));

@@ -17,6 +17,12 @@
 //   Internal           a reply that breaks the protocol or is not of the expected type or size
 //   Aborted            the store answered with an error reply (OOM, CLUSTERDOWN, ...)
 //
+// Writing. Commands are queued by Append and sent by the next ReadReply in one sendmsg (per
+// IOV_MAX parts): small commands are copied into the connection's queue, large parts (a SET's
+// value: kDirectWriteBytes and up) are sent from where the caller has them, never copied. hiredis
+// only reads. Sends use MSG_NOSIGNAL, so a store that closes a connection mid-write is an error
+// value, not a SIGPIPE.
+//
 // Thread-safety: a RespConnection is used by one thread at a time (the pool in cluster_router.h
 // hands each to one caller). The free functions are pure.
 #pragma once
@@ -25,6 +31,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/types/span.h"
 #include "common/status.h"
@@ -60,6 +67,8 @@ struct RespConnectionOptions {
   std::string password;
 };
 
+inline constexpr size_t kDirectWriteBytes = 64 * 1024;
+
 struct RespReplyDeleter {
   void operator()(redisReply* reply) const;
 };
@@ -78,9 +87,11 @@ class RespConnection {
   const RespEndpoint& endpoint() const { return endpoint_; }
   bool broken() const { return broken_; }
 
-  // Queues one whole RESP command (its bytes are copied); nothing is sent yet. Precondition:
-  // !broken().
-  void Append(std::string_view formatted);
+  // Queues one whole RESP command, given as consecutive parts (so a SET's value can stay where
+  // the caller has it). Parts of kDirectWriteBytes and up are not copied: they must stay valid
+  // until the next ReadReply returns. Nothing is sent before that ReadReply.
+  void Append(absl::Span<const std::string_view> parts);
+  void Append(std::string_view formatted) { Append(absl::MakeConstSpan(&formatted, 1)); }
   // Sends whatever is queued, then reads one reply. `command` names the command in errors. A
   // transport failure marks the connection broken. An error reply is returned as a reply (type
   // REDIS_REPLY_ERROR), not as a Status: redirects (MOVED, ASK) are errors the caller handles.
@@ -92,10 +103,21 @@ class RespConnection {
   RespConnection(RespEndpoint endpoint, redisContext* context);
   absl::Status Authenticate(const RespConnectionOptions& options);
   absl::Status TransportError(std::string_view command);
+  absl::Status Flush();
+
+  // A queued piece: bytes of small_ at [offset, offset + size), or a caller's part at `data`.
+  struct Piece {
+    const char* data = nullptr;  // null: in small_
+    size_t offset = 0;
+    size_t size = 0;
+  };
 
   RespEndpoint endpoint_;
   redisContext* context_;
   bool broken_ = false;
+  absl::Status write_error_;   // of a failed send, for the next ReadReply
+  std::string small_;          // copies of small commands, in queue order
+  std::vector<Piece> queued_;  // what the next ReadReply sends, in order
 };
 
 // RESP formatting: "*<argc>\r\n" then, per argument, "$<len>\r\n<bytes>\r\n".

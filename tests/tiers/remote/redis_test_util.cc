@@ -67,6 +67,9 @@ uint64_t Mix(uint64_t x) {
   return x ^ (x >> 33);
 }
 
+// A store killed mid-write must be an error value, not a signal (as in kvtierd, which ignores it).
+const bool kSigpipeIgnored = (::signal(SIGPIPE, SIG_IGN), true);
+
 }  // namespace
 
 std::string RedisSkipReason() {

@@ -107,18 +107,27 @@ TEST_F(RemoteStandaloneTest, CorruptShortOrForeignValuesAreCountedMissesNeverSer
   EXPECT_EQ(store->Stats().corrupt_values, 4u);
 }
 
-TEST_F(RemoteStandaloneTest, PutOfAPayloadThatFailsItsChecksumIsRefused) {
+TEST_F(RemoteStandaloneTest, APayloadThatFailsItsChecksumIsRefusedOrNeverServed) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
-  auto store = OpenStore(TestStoreOptions({server_->address()}));
   std::vector<uint8_t> payload(4096, 7);
   RemotePutItem item;
   item.record = BlockRecord{BlockKey{5, 5}, kTestNamespace, 4096, 0xdeadbeef};
   item.payload = payload.data();
+  // verify_puts: refused before it reaches the store.
+  RemoteStoreOptions verifying = TestStoreOptions({server_->address()});
+  verifying.verify_puts = true;
+  auto store = OpenStore(verifying);
   EXPECT_TRUE(absl::IsDataLoss(store->Put(absl::MakeSpan(&item, 1))));
   EXPECT_EQ(item.outcome, RemoteOutcome::kError);
-  GetTally t = GetAndCheck(*store, {BlockKey{5, 5}}, 4096);
-  EXPECT_EQ(t.misses, 1u);
+  EXPECT_EQ(GetAndCheck(*store, {BlockKey{5, 5}}, 4096).misses, 1u);
   EXPECT_EQ(store->Stats().errors_bad_put, 1u);
+  // Without: stored as given, and a reader counts it corrupt and misses.
+  auto trusting = OpenStore(TestStoreOptions({server_->address()}));
+  ASSERT_TRUE(trusting->Put(absl::MakeSpan(&item, 1)).ok());
+  GetTally t = GetAndCheck(*trusting, {BlockKey{5, 5}}, 4096);
+  EXPECT_EQ(t.misses, 1u);
+  EXPECT_EQ(t.hits, 0u);
+  EXPECT_EQ(trusting->Stats().corrupt_values, 1u);
 }
 
 TEST_F(RemoteStandaloneTest, TheStoreEvictsUnderMaxmemoryAndEvictedKeysMiss) {
