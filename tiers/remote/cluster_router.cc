@@ -210,20 +210,21 @@ void ClusterRouter::Execute(absl::Span<const RespRequest> requests, RespReplyFn 
   for (size_t i = 0; i < requests.size(); ++i) pending[i].index = i;
   while (!pending.empty()) {
     std::vector<std::vector<Pending>> by_node;
+    std::vector<Pending> unrouted;
     {
       absl::ReaderMutexLock lock(&mu_);
       by_node.resize(nodes_.size());
       for (const Pending& p : pending) {
         const int node = NodeFor(p, requests[p.index].key);
-        if (node >= 0) {
-          by_node[static_cast<size_t>(node)].push_back(p);
-          continue;
-        }
-        on_reply(p.index, absl::UnavailableError(fmt::format(
-                              "remote: {}: no node serves slot {} (the cluster map is incomplete)",
-                              requests[p.index].name, KeySlot(requests[p.index].key))));
+        (node >= 0 ? by_node[static_cast<size_t>(node)] : unrouted).push_back(p);
       }
     }
+    for (const Pending& p : unrouted) {
+      on_reply(p.index, absl::UnavailableError(fmt::format(
+                            "remote: {}: no node serves slot {} (the cluster map is incomplete)",
+                            requests[p.index].name, KeySlot(requests[p.index].key))));
+    }
+    if (!unrouted.empty()) MarkStale();
     std::vector<Pending> again;
     for (size_t id = 0; id < by_node.size(); ++id) {
       absl::Span<Pending> group(by_node[id]);

@@ -183,7 +183,8 @@ absl::StatusOr<RespReply> RespConnection::ReadReply(std::string_view command) {
 }
 
 absl::StatusOr<RespReply> RespConnection::Command(absl::Span<const std::string_view> args) {
-  Append(FormatCommand(args));
+  const std::string formatted = FormatCommand(args);  // lives until its ReadReply has sent it
+  Append(formatted);
   return ReadReply(args.empty() ? std::string_view("(empty)") : args[0]);
 }
 

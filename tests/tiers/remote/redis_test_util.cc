@@ -162,6 +162,14 @@ void RedisServer::Kill() {
   pid_ = 0;
 }
 
+void RedisServer::Pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void RedisServer::Resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
 absl::StatusOr<std::unique_ptr<RespConnection>> RedisServer::Connect(
     const std::string& user, const std::string& password) const {
   RespConnectionOptions options;

@@ -52,6 +52,9 @@ class RedisServer {
   bool running() const { return pid_ > 0; }
   // SIGKILL and reap: the process dies at once, as in a crash.
   void Kill();
+  // SIGSTOP / SIGCONT: a store that hangs (connections stay open, nothing answers), and recovers.
+  void Pause();
+  void Resume();
   // A connection for raw commands (as the default user; `password` for AUTH when set).
   absl::StatusOr<std::unique_ptr<RespConnection>> Connect(const std::string& user = "",
                                                           const std::string& password = "") const;

@@ -200,5 +200,34 @@ TEST_F(RemoteStandaloneTest, AStoreDownAtStartOpensTheBreakerAndIsPickedUpWhenIt
   EXPECT_EQ(s.breaker.closes, 1u);
 }
 
+TEST_F(RemoteStandaloneTest, AStoreThatHangsTimesOutOpensTheBreakerAndComesBack) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  RemoteStoreOptions options = TestStoreOptions({server_->address()});
+  options.command_timeout_ms = 200;
+  auto store = OpenStore(options);
+  const std::vector<BlockKey> keys = TestKeys(4, 7);
+  ASSERT_TRUE(PutPattern(*store, keys, 4096).ok());
+  server_->Pause();  // connections stay open; nothing answers
+  for (int i = 0; i < 5; ++i) {
+    const GetTally t = GetAndCheck(*store, keys, 4096);
+    EXPECT_EQ(t.errors, keys.size());
+    EXPECT_EQ(t.hits, 0u);
+  }
+  RemoteStoreStats s = store->Stats();
+  EXPECT_GT(s.errors_timeout, 0u);
+  EXPECT_EQ(s.breaker.opens, 1u);
+  EXPECT_GT(s.breaker.refused, 0u);
+  server_->Resume();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  GetTally t;
+  while (t.hits != keys.size() && std::chrono::steady_clock::now() < deadline) {
+    t = GetAndCheck(*store, keys, 4096);
+    if (t.hits != keys.size()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(t.hits, keys.size()) << t.status;
+  EXPECT_EQ(t.wrong, 0u);
+  EXPECT_TRUE(store->Stats().breaker.available);
+}
+
 }  // namespace
 }  // namespace kvtier::testing
