@@ -1,9 +1,16 @@
 #include "tiers/remote/resp_connection.h"
 
+// sds.h (hiredis's string buffer, which FillReader fills) has no C++ guards, and hiredis.h
+// includes it without any: it must come first, in C linkage.
+extern "C" {
+#include <sds.h>
+}
+
 #include <fmt/format.h>
 #include <hiredis.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -176,10 +183,40 @@ absl::StatusOr<RespReply> RespConnection::ReadReply(std::string_view command) {
         fmt::format("remote {}: {}: connection already broken", endpoint_.Name(), command));
   }
   void* raw = nullptr;
-  if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
-    return TransportError(command);
+  if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) return TransportError(command);
+  while (raw == nullptr) {
+    KVTIER_RETURN_IF_ERROR(FillReader(command));
+    if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) return TransportError(command);
   }
   return RespReply(static_cast<redisReply*>(raw));
+}
+
+// One read(2) of up to kReadChunk bytes straight into the end of hiredis's reader buffer (what
+// redisReaderFeed would append, without its 16 KiB reads and the copy from a stack buffer).
+absl::Status RespConnection::FillReader(std::string_view command) {
+  constexpr size_t kReadChunk = 256 * 1024;
+  redisReader* r = context_->reader;
+  r->buf = sdsMakeRoomFor(r->buf, kReadChunk);
+  if (r->buf == nullptr) {
+    broken_ = true;
+    return absl::ResourceExhaustedError(
+        fmt::format("remote {}: {}: out of memory reading a reply", endpoint_.Name(), command));
+  }
+  for (;;) {
+    const ssize_t n = ::read(context_->fd, r->buf + sdslen(r->buf), kReadChunk);
+    if (n > 0) {
+      sdsIncrLen(r->buf, static_cast<int>(n));  // n <= kReadChunk
+      r->len = sdslen(r->buf);
+      return absl::OkStatus();
+    }
+    const int err = errno;
+    if (n < 0 && err == EINTR) continue;
+    broken_ = true;
+    const std::string where = fmt::format("remote {}: {}", endpoint_.Name(), command);
+    if (n == 0) return absl::UnavailableError(where + ": connection closed by the store");
+    if (IsTimeout(err)) return absl::DeadlineExceededError(where + ": timed out");
+    return absl::UnavailableError(fmt::format("{}: {}", where, std::strerror(err)));
+  }
 }
 
 absl::StatusOr<RespReply> RespConnection::Command(absl::Span<const std::string_view> args) {

@@ -20,8 +20,8 @@
 // Writing. Commands are queued by Append and sent by the next ReadReply in one sendmsg (per
 // IOV_MAX parts): small commands are copied into the connection's queue, large parts (a SET's
 // value: kDirectWriteBytes and up) are sent from where the caller has them, never copied. hiredis
-// only reads. Sends use MSG_NOSIGNAL, so a store that closes a connection mid-write is an error
-// value, not a SIGPIPE.
+// only parses: replies are read in 256 KiB reads straight into its reader's buffer. Sends use
+// MSG_NOSIGNAL, so a store that closes a connection mid-write is an error value, not a SIGPIPE.
 //
 // Thread-safety: a RespConnection is used by one thread at a time (the pool in cluster_router.h
 // hands each to one caller). The free functions are pure.
@@ -104,6 +104,7 @@ class RespConnection {
   absl::Status Authenticate(const RespConnectionOptions& options);
   absl::Status TransportError(std::string_view command);
   absl::Status Flush();
+  absl::Status FillReader(std::string_view command);
 
   // A queued piece: bytes of small_ at [offset, offset + size), or a caller's part at `data`.
   struct Piece {
