@@ -361,9 +361,9 @@ absl::StatusOr<std::unique_ptr<RespConnection>> ClusterRouter::Lease(size_t node
 void ClusterRouter::GiveBack(size_t node_id, std::unique_ptr<RespConnection> connection) {
   absl::MutexLock lock(&mu_);
   Node& n = *nodes_[node_id];
-  if (!connection->broken() && n.idle.size() < options_.pool_per_node) {
-    n.idle.push_back(std::move(connection));
-  }
+  if (connection->broken()) return;
+  n.up = true;  // it answered
+  if (n.idle.size() < options_.pool_per_node) n.idle.push_back(std::move(connection));
 }
 
 void ClusterRouter::MarkStale() {
@@ -371,9 +371,13 @@ void ClusterRouter::MarkStale() {
   stale_ = true;
 }
 
+// A connection to the node broke: the others in its pool are likely dead too (a restarted or
+// killed node), so they are dropped rather than each failing a batch of its own.
 void ClusterRouter::NodeDown(size_t node_id) {
+  std::vector<std::unique_ptr<RespConnection>> dropped;
   absl::MutexLock lock(&mu_);
   nodes_[node_id]->up = false;
+  dropped.swap(nodes_[node_id]->idle);
 }
 
 RouterStats ClusterRouter::Stats() const {

@@ -12,10 +12,11 @@
 //
 // Connections. Each node has a pool: at most pool_per_node idle connections are kept; a caller
 // takes one for a batch and gives it back, so concurrent callers never share one (a burst of more
-// callers than that opens more, closed when given back). A connection that broke is dropped. A
-// node whose connect failed is not connected to again before an exponential back-off
-// (reconnect_backoff_min_ms doubling up to reconnect_backoff_max_ms); until then its commands fail
-// at once with Unavailable. A successful connect resets the back-off.
+// callers than that opens more, closed when given back). A connection that broke is dropped, and
+// the node's idle ones with it (a killed or restarted node leaves them all dead). A node whose
+// connect failed is not connected to again before an exponential back-off (reconnect_backoff_min_ms
+// doubling up to reconnect_backoff_max_ms); until then its commands fail at once with Unavailable.
+// A successful connect resets the back-off.
 //
 // Mode. kStandalone sends everything to seeds[0]; kCluster requires the nodes to be in cluster
 // mode; kAuto asks CLUSTER SLOTS of the seeds at first use and chooses standalone if the node

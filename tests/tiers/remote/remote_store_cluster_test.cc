@@ -178,6 +178,9 @@ TEST_F(RemoteClusterTest, AMasterKilledMidLoadNeverServesAWrongByteAndServesAgai
   EXPECT_EQ(after.wrong, 0u);
   EXPECT_EQ(after.hits + after.misses, keys.size());
   EXPECT_GE(writer->Stats().router.map_refreshes, 2u);
+  const RouterStats router = read_store->Stats().router;  // the promoted replica replaced the dead
+  EXPECT_EQ(router.nodes_serving, 3u);
+  EXPECT_EQ(router.nodes_up, 3u);
 }
 
 }  // namespace
