@@ -48,7 +48,8 @@ StepPlan Scheduler::Schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     if (!ScheduleRunning(i, budget, plan)) break;
   }
-  if (plan.preempted == 0) {
+  // A prefix admitted now would take slots of the tier the running sequences wait for.
+  if (plan.preempted == 0 && plan.stalled == 0) {
     LookAhead(budget);
     while (!waiting_.empty() && budget > 0 &&
            running_.size() < static_cast<size_t>(options_.max_running)) {
@@ -68,6 +69,12 @@ bool Scheduler::ScheduleRunning(size_t i, int64_t& budget, StepPlan& plan) {
     n = std::max<int64_t>(1, ChunkThatFits(seq, start, n));  // a prefill shrinks to the room first
     need = blocks_.SlotsToGrow(seq, start + n);
   }
+  if (!blocks_.CanTake(need) && blocks_.MayMakeRoomLater() &&
+      seq.room_waits() < kRoomPatienceSteps) {
+    seq.set_room_waits(seq.room_waits() + 1);  // sits this step out; the others go on
+    ++plan.stalled;
+    return true;
+  }
   while (!blocks_.CanTake(need) && running_.size() > i + 1) {
     PreemptLast();
     ++plan.preempted;
@@ -78,6 +85,7 @@ bool Scheduler::ScheduleRunning(size_t i, int64_t& budget, StepPlan& plan) {
     return false;
   }
   blocks_.Grow(seq, start + n);
+  seq.set_room_waits(0);
   plan.chunks.push_back({.seq = &seq, .start = start, .n = n});
   budget -= n;
   return true;
@@ -99,10 +107,13 @@ bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
   const int64_t cached = blocks_.CachedPrefixBlocks(seq);
   const int64_t start = cached * blocks_.block_tokens();
   int64_t n = std::min(seq.num_tokens() - start, budget);
-  if (!blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) {
+  const int64_t spare = GrowthReserve();
+  if (!blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n) + spare)) {
     if (!blocks_.MayMakeRoomLater()) return false;
-    n = ChunkThatFits(seq, start, n);  // the rest of the prompt in later steps
-    if (n < 1 || !blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) return false;
+    n = ChunkThatFits(seq, start, n, spare);  // the rest of the prompt in later steps
+    if (n < 1 || !blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n) + spare)) {
+      return false;
+    }
   }
   blocks_.Admit(seq, cached, start + n);
   if (seq.preemptions() == 0) seq.set_prompt_cached_tokens(start);  // its first admission
@@ -115,11 +126,24 @@ bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
   return true;
 }
 
-int64_t Scheduler::ChunkThatFits(const Sequence& seq, int64_t start, int64_t n) const {
+int64_t Scheduler::ChunkThatFits(const Sequence& seq, int64_t start, int64_t n,
+                                 int64_t spare) const {
   const int64_t bt = blocks_.block_tokens();
   const int64_t held = static_cast<int64_t>(seq.block_table().size()) * bt - start;
-  const int64_t fits = std::max<int64_t>(held, 0) + int64_t{blocks_.free_slots()} * bt;
-  return std::min(n, fits);
+  const int64_t free = std::max<int64_t>(int64_t{blocks_.free_slots()} - spare, 0);
+  return std::min(n, std::max<int64_t>(held, 0) + free * bt);
+}
+
+int64_t Scheduler::GrowthReserve() const {
+  if (!blocks_.MayMakeRoomLater()) return 0;
+  const int64_t bt = blocks_.block_tokens();
+  int64_t slots = 0;
+  for (const std::unique_ptr<Sequence>& seq : running_) {
+    const int64_t tokens = seq->num_tokens();
+    if (static_cast<int64_t>(seq->block_table().size()) * bt < tokens) continue;  // prefilling
+    slots += blocks_.SlotsToGrow(*seq, tokens + 1);
+  }
+  return slots;
 }
 
 void Scheduler::PreemptLast() {

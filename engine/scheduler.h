@@ -7,10 +7,19 @@
 //     When the pool cannot hold a sequence's next tokens, the most recently admitted running
 //     sequence is preempted (its blocks released, back to the front of the waiting queue), until
 //     the sequence fits or is itself the one preempted.
-//  2. If nothing was preempted, waiting sequences are admitted first come, first served while the
-//     budget, max_running and the pool allow: cached prefix blocks are attached (those tokens are
-//     not computed) and the first chunk of the rest is scheduled. The queue is never reordered: a
-//     sequence that does not fit stops admission.
+//     On KV blocks that may make room later (the daemon's tier: KvBlocks::MayMakeRoomLater), a
+//     running sequence that cannot grow first sits out up to kRoomPatienceSteps steps while the
+//     others run (the daemon frees unleased blocks meanwhile), and only then preempts: a
+//     preempted sequence's resumption promotes its whole prefix back into the tier, so
+//     preempting at the first shortage thrashed (docs/benchmarks.md, the trace served on kvtierd).
+//  2. If nothing was preempted and no running sequence sat out, waiting sequences are admitted
+//     first come, first served while the budget, max_running and the pool allow: cached prefix
+//     blocks are attached (those tokens are not computed) and the first chunk of the rest is
+//     scheduled. The queue is never reordered: a sequence that does not fit stops admission.
+//     On KV blocks that may make room later, an admission also leaves the slots the running
+//     sequences' next tokens need (GrowthReserve): a prefix promoted from T1 or T2 takes slots of
+//     the tier that the admission check of its working slots alone does not see, and taking the
+//     last of them would stall the decodes at their next block.
 // Every admission takes at least a token of a step's budget, and only budget the running sequences
 // left: so no more sequences run than max_step_tokens, and every running one gets a token of
 // every step. A sequence with prefill left takes all the budget left, so at most one is mid-prefill
@@ -63,6 +72,7 @@ struct StepPlan {
   std::vector<ScheduledChunk> chunks;  // running order: older admissions first
   int64_t tokens = 0;                  // sum of the chunks' n
   int32_t preempted = 0;               // sequences preempted while planning
+  int32_t stalled = 0;  // running sequences sitting this step out, waiting for the daemon's room
   bool empty() const { return chunks.empty(); }
 };
 
@@ -75,6 +85,8 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
+  // Steps a running sequence sits out waiting for a slot KV blocks may free later (above).
+  static constexpr int32_t kRoomPatienceSteps = 16;
   // `blocks` must outlive the scheduler. Precondition: options.Validate() is OK.
   Scheduler(SchedulerOptions options, KvBlocks& blocks);
 
@@ -118,7 +130,12 @@ class Scheduler {
   // free_slots() can take (0 when none). Used where the KV blocks may make room later (a daemon):
   // a prefill larger than what it can have at once (its working-slot quota, say) runs in smaller
   // chunks, its published blocks leaving the quota, instead of waiting for room that never comes.
-  int64_t ChunkThatFits(const Sequence& seq, int64_t start, int64_t n) const;
+  // Tokens of `seq` from `start`, at most n, that its slots and the free slots beyond `spare`
+  // hold.
+  int64_t ChunkThatFits(const Sequence& seq, int64_t start, int64_t n, int64_t spare = 0) const;
+  // Slots the running sequences that hold their whole context need for the token after this
+  // step's (a decode whose last block is full); 0 on KV blocks that never make room later.
+  int64_t GrowthReserve() const;
   void PreemptLast();
   // After `token` was appended to `seq`: the reason to stop, or kNone.
   FinishReason StopReason(const Sequence& seq, int32_t token) const;

@@ -113,6 +113,9 @@ class Sequence {
     admission_cached_from_ = {};
   }
   void CountPreemption() { ++preemptions_; }
+  // Consecutive steps the sequence sat out waiting for a KV slot the daemon may free (Scheduler).
+  int32_t room_waits() const { return room_waits_; }
+  void set_room_waits(int32_t n) { room_waits_ = n; }
   // The scheduler admitted the sequence for the first time with `n` tokens from the cache.
   void set_prompt_cached_tokens(int64_t n) {
     prompt_cached_tokens_ = n;
@@ -135,6 +138,7 @@ class Sequence {
   CachedBySource prompt_cached_from_{};
   int64_t model_tokens_ = 0;
   int32_t preemptions_ = 0;
+  int32_t room_waits_ = 0;
 };
 
 }  // namespace kvtier::engine

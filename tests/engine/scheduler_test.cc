@@ -241,3 +241,118 @@ TEST_F(SchedulerTest, ChunkedPrefillPublishesEachChunksFullBlocks) {
 
 }  // namespace
 }  // namespace kvtier::engine
+
+namespace kvtier::engine {
+namespace {
+
+// KV blocks like the daemon's: slots it holds back now may come later (MayMakeRoomLater), as
+// kvtierd frees unleased blocks of its tier. A private pool of `slots` with `withheld` of them
+// not to be had until the test gives them.
+class RoomLaterBlocks final : public KvBlocks {
+ public:
+  RoomLaterBlocks(int32_t slots, int32_t withheld)
+      : pool_(slots, kBt, BlockKey{}), withheld_(withheld) {}
+  void Give() { withheld_ = 0; }
+  int64_t block_tokens() const override { return pool_.block_tokens(); }
+  int32_t num_slots() const override { return pool_.num_slots(); }
+  int32_t free_slots() const override { return pool_.free_slots() - withheld_; }
+  int64_t CachedPrefixBlocks(Sequence& seq) override { return pool_.CachedPrefixBlocks(seq); }
+  int64_t SlotsToAdmit(Sequence& seq, int64_t cached, int64_t end) override {
+    return pool_.SlotsToAdmit(seq, cached, end);
+  }
+  int64_t SlotsToGrow(const Sequence& seq, int64_t end) const override {
+    return pool_.SlotsToGrow(seq, end);
+  }
+  bool CanTake(int64_t slots) override { return free_slots() >= slots; }
+  void Admit(Sequence& seq, int64_t cached, int64_t end) override { pool_.Admit(seq, cached, end); }
+  void Grow(Sequence& seq, int64_t end) override { pool_.Grow(seq, end); }
+  void Commit(Sequence& seq, int64_t from) override { pool_.Commit(seq, from); }
+  void Release(Sequence& seq) override { pool_.Release(seq); }
+  bool MayMakeRoomLater() const override { return true; }
+
+ private:
+  BlockManager pool_;
+  int32_t withheld_;
+};
+
+class RoomLaterSchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    blocks_ = std::make_unique<RoomLaterBlocks>(6, 2);  // 4 slots now, 2 more once given
+    scheduler_ = std::make_unique<Scheduler>(Opts(64), *blocks_);
+    for (uint64_t id = 1; id <= 2; ++id) {
+      std::vector<int32_t> t(6, static_cast<int32_t>(id));
+      ASSERT_TRUE(scheduler_->Add(std::make_unique<Sequence>(id, std::move(t), MaxTokens(6))).ok());
+    }
+  }
+  int Step() {  // chunks run
+    const StepPlan plan = scheduler_->Schedule();
+    std::vector<int32_t> sampled(plan.chunks.size(), 7);
+    scheduler_->Update(plan, sampled);
+    (void)scheduler_->TakeFinished();
+    return static_cast<int>(plan.chunks.size());
+  }
+  std::unique_ptr<RoomLaterBlocks> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+// Both sequences need a third slot at once (9 tokens each): on a private pool the latest admission
+// is preempted; here both wait, a waiting request is not admitted meanwhile (its prefix would take
+// the room), and when the daemon frees room they go on with no preemption.
+TEST_F(RoomLaterSchedulerTest, ARunningSequenceWaitsForRoomBeforeItPreempts) {
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Step(), 2);
+  ASSERT_TRUE(
+      scheduler_->Add(std::make_unique<Sequence>(3, std::vector<int32_t>(2, 3), MaxTokens(1)))
+          .ok());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Step(), 0) << "step " << i;
+  EXPECT_EQ(scheduler_->num_waiting(), 1u);
+  EXPECT_EQ(scheduler_->stats().preemptions, 0);
+  blocks_->Give();
+  EXPECT_EQ(Step(), 2);
+  while (!scheduler_->idle()) Step();
+  EXPECT_EQ(scheduler_->stats().preemptions, 0);
+}
+
+// A running sequence whose last block is full needs a slot for its next token: an admission
+// leaves it (a promoted prefix would otherwise take it and stall the decode at its next block).
+TEST(RoomLaterAdmissionTest, AnAdmissionLeavesTheSlotARunningDecodeNeedsNext) {
+  RoomLaterBlocks blocks(3, 0);
+  Scheduler scheduler(Opts(64), blocks);
+  auto add = [&](uint64_t id, int64_t prompt, int32_t max_tokens) {
+    std::vector<int32_t> t(static_cast<size_t>(prompt), static_cast<int32_t>(id));
+    ASSERT_TRUE(
+        scheduler.Add(std::make_unique<Sequence>(id, std::move(t), MaxTokens(max_tokens))).ok());
+  };
+  add(1, 2 * kBt, 2);  // two full blocks: its first decode needs a third slot
+  add(2, 2, 3);        // would fit the third slot
+  StepPlan plan = scheduler.Schedule();
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
+  EXPECT_EQ(scheduler.num_waiting(), 1u);
+  scheduler.Update(plan, std::vector<int32_t>{7});
+  plan = scheduler.Schedule();  // sequence 1's decode takes the slot it was left
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
+  EXPECT_EQ(plan.stalled, 0);
+  scheduler.Update(plan, std::vector<int32_t>{7});  // its second token: done, slots freed
+  int steps = 0;
+  while (!scheduler.idle() && steps++ < 10) {
+    plan = scheduler.Schedule();
+    scheduler.Update(plan, std::vector<int32_t>(plan.chunks.size(), 7));
+  }
+  EXPECT_TRUE(scheduler.idle());
+  EXPECT_EQ(scheduler.stats().preemptions, 0);
+}
+
+// Room that never comes: after Scheduler::kRoomPatienceSteps steps the latest admission gives way.
+TEST_F(RoomLaterSchedulerTest, RoomThatNeverComesPreemptsAfterThePatience) {
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Step(), 2);
+  for (int i = 0; i < Scheduler::kRoomPatienceSteps; ++i) EXPECT_EQ(Step(), 0) << "step " << i;
+  EXPECT_EQ(scheduler_->stats().preemptions, 0);
+  EXPECT_EQ(Step(), 1);  // sequence 1 goes on; 2 gave way
+  EXPECT_EQ(scheduler_->stats().preemptions, 1);
+  while (!scheduler_->idle()) Step();
+}
+
+}  // namespace
+}  // namespace kvtier::engine
