@@ -104,6 +104,17 @@ absl::StatusOr<std::unique_ptr<client::Client>> Connect(const DaemonEngineOption
   return c;
 }
 
+// Gives `blocks` a PrefixLoader on a connection of its own (options.background_loads).
+absl::Status AddLoader(DaemonKvBlocks& blocks, Tier tier, const DaemonEngineOptions& o,
+                       const std::string& model_id, const std::string& dtype) {
+  if (!o.background_loads) return absl::OkStatus();
+  DaemonEngineOptions lo = o;
+  lo.client_name += "-loader";
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, Connect(lo, model_id, dtype));
+  blocks.SetLoader(std::make_unique<PrefixLoader>(std::move(c), tier));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DaemonEngine> CreateOnCpu(CpuModel& model, const DaemonEngineOptions& o) {
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c,
                           Connect(o, model.config().name, "fp32"));
@@ -115,6 +126,7 @@ absl::StatusOr<DaemonEngine> CreateOnCpu(CpuModel& model, const DaemonEngineOpti
       std::unique_ptr<DaemonKvBlocks> blocks,
       DaemonKvBlocks::Create(client, o.block_tokens,
                              static_cast<uint64_t>(geometry.slot_elems()) * sizeof(float)));
+  KVTIER_RETURN_IF_ERROR(AddLoader(*blocks, Tier::kT1, o, model.config().name, "fp32"));
   KVTIER_ASSIGN_OR_RETURN(CpuKvPool pool, DaemonKvBlocks::CpuPool(client, geometry));
   out.blocks = blocks.get();
   KVTIER_ASSIGN_OR_RETURN(out.engine,
@@ -138,6 +150,8 @@ absl::StatusOr<DaemonEngine> CreateOnGpu(GpuModel& model, const DaemonEngineOpti
   };
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<DaemonKvBlocks> blocks,
                           DaemonKvBlocks::Create(&kv->client(), o.block_tokens, slot_bytes, bo));
+  KVTIER_RETURN_IF_ERROR(
+      AddLoader(*blocks, Tier::kT0, o, model.config().name, ops::gpu::DTypeName(model.dtype())));
   KVTIER_ASSIGN_OR_RETURN(
       std::unique_ptr<GpuKvPool> pool,
       GpuKvPool::View(geometry, blocks->num_slots(), model.dtype(), raw->Base()));

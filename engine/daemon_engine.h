@@ -32,6 +32,9 @@ struct DaemonEngineOptions {
   std::string client_name = "kvtier-engine";
   int64_t block_tokens = 16;
   EngineOptions engine;
+  // Promote prefixes found below the engine's tier on a second connection and thread
+  // (PrefixLoader), so the running sequences decode meanwhile; false: inline, in the step.
+  bool background_loads = true;
 };
 
 class DaemonKv {

@@ -142,8 +142,10 @@ const std::vector<BlockKey>* DaemonKvBlocks::KeysUpTo(Sequence& seq, State& st, 
 
 void DaemonKvBlocks::DropPending(uint64_t id) {
   auto it = states_.find(id);
-  if (it == states_.end() || it->second.pending_slots.empty()) return;
+  if (it == states_.end()) return;
   State& st = it->second;
+  if (st.load_ticket != 0) loader_->Finish(std::exchange(st.load_ticket, 0));
+  if (st.pending_slots.empty()) return;
   ReleaseKeys(std::vector<BlockKey>(
       st.keys.begin(), st.keys.begin() + static_cast<ptrdiff_t>(st.pending_slots.size())));
   st.pending_slots.clear();
@@ -157,6 +159,7 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   pending_owner_ = seq.id();
   State& st = states_[seq.id()];
   if (!st.pending_slots.empty()) return static_cast<int64_t>(st.pending_slots.size());
+  if (st.load_ticket != 0) return LoadedPrefix(st);
   const int64_t limit = LookupLimit(seq);
   if (limit < 1 || !status_.ok()) return 0;
   const std::vector<BlockKey>* keys = KeysUpTo(seq, st, limit);
@@ -175,9 +178,40 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
     return 0;
   }
   if (where->hit_blocks == 0) return 0;
+  std::vector<CacheSource> from;
+  bool all_here = true;  // in the pool's tier already: leasing them copies nothing
+  for (size_t i = 0; i < where->hit_blocks; ++i) {
+    from.push_back(SourceOf(where->tiers[i]));
+    all_here = all_here && (where->tiers[i] & TierBit(options_.tier)) != 0;
+  }
+  const auto hit = wanted.subspan(0, where->hit_blocks);
+  if (loader_ != nullptr && !all_here) {
+    st.load_from = std::move(from);
+    st.load_ticket = loader_->Start(std::vector<BlockKey>(hit.begin(), hit.end()));
+    ++stats_.loads;
+    return kPrefixLoading;
+  }
+  return LeaseRun(st, hit, from);
+}
+
+int64_t DaemonKvBlocks::LoadedPrefix(State& st) {
+  const PrefixLoader::Result loaded = loader_->Poll(st.load_ticket);
+  if (!loaded.done) return kPrefixLoading;
+  int64_t run = 0;
+  if (!loaded.status.ok()) {
+    Fail(loaded.status);
+  } else if (loaded.run > 0) {  // in the tier now, leased by the loader: a hit here
+    run = LeaseRun(st, absl::MakeConstSpan(st.keys).subspan(0, loaded.run), st.load_from);
+  }
+  loader_->Finish(std::exchange(st.load_ticket, 0));  // after ours: nothing evicted them between
+  st.load_from.clear();
+  return run;
+}
+
+int64_t DaemonKvBlocks::LeaseRun(State& st, absl::Span<const BlockKey> keys,
+                                 std::span<const CacheSource> from) {
   // Lease the leading run in the pool's tier (the daemon promotes into it as needed).
-  absl::StatusOr<std::vector<BlockResult>> got =
-      client_->Get(wanted.subspan(0, where->hit_blocks), options_.tier);
+  absl::StatusOr<std::vector<BlockResult>> got = client_->Get(keys, options_.tier);
   if (!got.ok()) {
     Fail(got.status());
     return 0;
@@ -186,12 +220,12 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   while (run < got->size() && CodeOf((*got)[run]) == BlockCode::kOk &&
          (*got)[run].payload_bytes == slot_bytes_) {
     st.pending_slots.push_back((*got)[run].slot);
-    st.pending_from.push_back(SourceOf(where->tiers[run]));
+    st.pending_from.push_back(run < from.size() ? from[run] : CacheSource::kT0);
     ++run;
   }
   std::vector<BlockKey> unused;  // leased past the first gap: not usable as a prefix
   for (size_t i = run; i < got->size(); ++i) {
-    if (CodeOf((*got)[i]) == BlockCode::kOk) unused.push_back(wanted[i]);
+    if (CodeOf((*got)[i]) == BlockCode::kOk) unused.push_back(keys[i]);
   }
   ReleaseKeys(unused);
   stats_.leased_blocks += static_cast<int64_t>(run);
@@ -211,7 +245,9 @@ void DaemonKvBlocks::LookAhead(std::span<Sequence* const> waiting) {
   for (Sequence* seq : waiting) {
     const State& st = states_[seq->id()];
     const int64_t limit = LookupLimit(*seq);
-    if (st.pending_slots.empty() && limit >= 1) asked.emplace_back(seq, limit);
+    if (st.pending_slots.empty() && st.load_ticket == 0 && limit >= 1) {
+      asked.emplace_back(seq, limit);
+    }
   }
   std::vector<absl::Span<const BlockKey>> spans;
   for (const auto& [seq, limit] : asked) {
@@ -366,6 +402,7 @@ void DaemonKvBlocks::Release(Sequence& seq) {
     }
     for (size_t i = 0; i < st.pending_slots.size(); ++i) leased.push_back(st.keys[i]);
     ReleaseKeys(leased);
+    if (st.load_ticket != 0) loader_->Finish(st.load_ticket);
     for (size_t at = 0; at < free.size(); at += kMaxPerCall) {
       const size_t n = std::min(kMaxPerCall, free.size() - at);
       absl::StatusOr<std::vector<BlockCode>> r =

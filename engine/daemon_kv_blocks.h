@@ -7,6 +7,10 @@
 //   leases wait on the sequence until Admit attaches them or Release gives them back, so Admit
 //   cannot fail; only the sequence asked last keeps them (asking for another gives them back).
 //   They are read only: the engine computes from the end of the prefix on.
+// - With a PrefixLoader (SetLoader), a prefix that is not all in the pool's tier yet is leased on
+//   the loader's connection and thread first: CachedPrefixBlocks answers kPrefixLoading until
+//   kvtierd has promoted it, and the engine's steps go on meanwhile; then the run is leased here
+//   (a hit in the pool's tier, no copy) and the loader gives its own leases back.
 // - New blocks go into working slots (protocol v3 work_take), kept in a reserve: CanTake tops it
 //   up from the daemon (within daemon.max_working_slots), Release returns a sequence's unpublished
 //   slots to it (reserve_max at most; the rest are freed).
@@ -40,6 +44,7 @@
 #include "client/kvtier_client.h"
 #include "engine/cpu_kv_pool.h"
 #include "engine/kv_blocks.h"
+#include "engine/prefix_loader.h"
 
 namespace kvtier::engine {
 
@@ -61,6 +66,7 @@ struct DaemonKvBlocksStats {
   int64_t lookups = 0;             // prefix lookups sent (one per sequence looked up)
   int64_t lookup_batches = 0;      // LookupMany calls (LookAhead: one per scheduler step)
   int64_t leased_blocks = 0;       // prefix blocks leased (attached or not)
+  int64_t loads = 0;               // prefixes handed to the PrefixLoader (not all in the tier)
   int64_t attached_blocks = 0;     // prefix blocks admitted into a sequence
   CachedBySource attached_from{};  // of those, by the tier the lookup found them in (blocks)
   int64_t published = 0;           // working slots published as cached blocks
@@ -104,6 +110,9 @@ class DaemonKvBlocks final : public KvBlocks {
   bool MayMakeRoomLater() const override { return true; }
 
   const DaemonKvBlocksStats& stats() const { return stats_; }
+  // Promote prefixes on `loader` (its own connection, in this client's namespace and the pool's
+  // tier) from now on. Call before the first step.
+  void SetLoader(std::unique_ptr<PrefixLoader> loader) { loader_ = std::move(loader); }
 
  private:
   // One block table entry's standing with the daemon.
@@ -115,6 +124,8 @@ class DaemonKvBlocks final : public KvBlocks {
     std::vector<CacheSource> pending_from;  // where the lookup found each of them
     std::optional<client::LookupResult> looked;  // LookAhead's answer, valid in step looked_step
     uint64_t looked_step = 0;
+    uint64_t load_ticket = 0;            // the loader's job for the prefix, or 0
+    std::vector<CacheSource> load_from;  // where the lookup found each block of that job
   };
   DaemonKvBlocks(client::Client* client, int64_t block_tokens, uint64_t slot_bytes,
                  int32_t num_slots, const DaemonKvBlocksOptions& options);
@@ -124,6 +135,12 @@ class DaemonKvBlocks final : public KvBlocks {
   // The keys of seq's first `n` full blocks (n <= num_tokens / block_tokens).
   const std::vector<BlockKey>* KeysUpTo(Sequence& seq, State& st, int64_t n);
   void ReleaseKeys(const std::vector<BlockKey>& keys);
+  // Leases `keys` in the pool's tier; keeps the leading run as st's pending prefix (found in
+  // from[i]) and gives back what lies past its first gap. Returns the run's length.
+  int64_t LeaseRun(State& st, absl::Span<const BlockKey> keys, std::span<const CacheSource> from);
+  // CachedPrefixBlocks of a sequence whose prefix the loader has: kPrefixLoading until it is
+  // done, then its run leased here.
+  int64_t LoadedPrefix(State& st);
   // Gives back sequence id's leased prefix that no admission took.
   void DropPending(uint64_t id);
   void Fail(const absl::Status& s);
@@ -141,6 +158,7 @@ class DaemonKvBlocks final : public KvBlocks {
   uint64_t step_ = 0;                            // LookAhead calls so far
   DaemonKvBlocksStats stats_;
   absl::Status status_;
+  std::unique_ptr<PrefixLoader> loader_;  // null: prefixes are promoted inline
 };
 
 }  // namespace kvtier::engine

@@ -39,10 +39,14 @@ class KvBlocks {
   // LookupMany), so that CachedPrefixBlocks answers from that. Changes nothing else.
   virtual void LookAhead(std::span<Sequence* const> waiting) {}
 
+  // CachedPrefixBlocks' answer while the prefix is still on its way into the pool (DaemonKvBlocks
+  // with a PrefixLoader): ask again in a later step.
+  static constexpr int64_t kPrefixLoading = -1;
+
   // ---- Can I ----
   // How many leading full blocks of `seq` (which holds no slots) are cached, at most
   // (num_tokens - 1) / block_tokens: at least one token is always left to compute, whose logits
-  // choose the next token.
+  // choose the next token. Or kPrefixLoading (only where MayMakeRoomLater).
   virtual int64_t CachedPrefixBlocks(Sequence& seq) = 0;
   // Slots that admitting `seq` with its first `cached` blocks from the cache and room for `end`
   // tokens would take from what CanTake counts.

@@ -54,7 +54,8 @@ struct StepOutput {
   std::vector<RequestOutput> finished;  // requests that finished (or were cancelled) since the
                                         // last step
   // Requests wait, but no slot could be had now and the KV blocks may make room later
-  // (KvBlocks::MayMakeRoomLater: the daemon's tier is full): step again after a moment.
+  // (KvBlocks::MayMakeRoomLater: the daemon's tier is full), or the next one's prefix is still
+  // being promoted into the pool (KvBlocks::kPrefixLoading): step again after a moment.
   bool waiting_for_room = false;
   // Where the step's time went, host clock: scheduling (the KV blocks' lookups, leases and the
   // daemon's promotions for admitted prefixes), the backend's forward and sampling, and the

@@ -105,6 +105,7 @@ void Scheduler::LookAhead(int64_t budget) const {
 bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
   Sequence& seq = *waiting_.front();
   const int64_t cached = blocks_.CachedPrefixBlocks(seq);
+  if (cached == KvBlocks::kPrefixLoading) return false;  // the running ones go on meanwhile
   const int64_t start = cached * blocks_.block_tokens();
   int64_t n = std::min(seq.num_tokens() - start, budget);
   const int64_t spare = GrowthReserve();

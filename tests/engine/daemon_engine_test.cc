@@ -136,6 +136,46 @@ TEST_F(DaemonEngineTest, CpuBlocksEvictedToT2KeepTheirChecksums) {
   ExpectEvictedBlocksReachT2(*a);
 }
 
+// A prefix found in T2 is promoted on the engine's loader connection while the running request
+// decodes: the step that finds it gives the running request its token and admits nothing (inline,
+// the step would have waited for the disk and prefilled the new request); a later step admits it
+// with its prefix from T2, and its tokens are those of its first run.
+TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
+  auto model = CpuModel::Load(kModel);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
+  auto d = CreateDaemonEngine(model->get(), nullptr, Options("a"));
+  ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
+  std::vector<std::vector<int32_t>> many;
+  for (int32_t s = 0; s < 18; ++s) many.push_back(Prompt(200, 100 + s));
+  const std::vector<RequestOutput> first = RunAll(*d->engine, {many[0]}, 4);
+  for (size_t i = 1; i < many.size(); ++i) RunAll(*d->engine, {many[i]}, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
+  RequestOptions o;
+  o.max_tokens = 30;
+  o.ignore_eos = true;
+  const uint64_t running = d->engine->Add(Prompt(20, 7), o).value_or(0);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(d->engine->Step().ok());  // its prefill, a decode
+  o.max_tokens = 4;
+  const uint64_t again = d->engine->Add(many[0], o).value_or(0);
+  auto step = d->engine->Step();
+  ASSERT_TRUE(step.ok()) << step.status();
+  ASSERT_EQ(step->tokens.size(), 1u);
+  EXPECT_EQ(step->tokens[0].id, running);
+  EXPECT_EQ(d->blocks->stats().loads, 1);
+  auto done = d->engine->RunUntilIdle();
+  ASSERT_TRUE(done.ok()) << done.status();
+  bool seen = false;
+  for (const RequestOutput& r : *done) {
+    if (r.id != again) continue;
+    seen = true;
+    EXPECT_EQ(r.tokens, first[0].tokens);
+    EXPECT_GT(r.prompt_cached_from[3], 0) << "its prefix came from T2";
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
+}
+
 TEST_F(DaemonEngineTest, WrongSlotSizeNamesTheFlagToUse) {
   auto model = CpuModel::Load(kModel);
   ASSERT_TRUE(model.ok()) << model.status();

@@ -253,10 +253,18 @@ class RoomLaterBlocks final : public KvBlocks {
   RoomLaterBlocks(int32_t slots, int32_t withheld)
       : pool_(slots, kBt, BlockKey{}), withheld_(withheld) {}
   void Give() { withheld_ = 0; }
+  // The next `n` prefix questions answer kPrefixLoading (a prefix on its way into the pool).
+  void LoadFor(int n) { loading_ = n; }
   int64_t block_tokens() const override { return pool_.block_tokens(); }
   int32_t num_slots() const override { return pool_.num_slots(); }
   int32_t free_slots() const override { return pool_.free_slots() - withheld_; }
-  int64_t CachedPrefixBlocks(Sequence& seq) override { return pool_.CachedPrefixBlocks(seq); }
+  int64_t CachedPrefixBlocks(Sequence& seq) override {
+    if (loading_ > 0) {
+      --loading_;
+      return kPrefixLoading;
+    }
+    return pool_.CachedPrefixBlocks(seq);
+  }
   int64_t SlotsToAdmit(Sequence& seq, int64_t cached, int64_t end) override {
     return pool_.SlotsToAdmit(seq, cached, end);
   }
@@ -273,6 +281,7 @@ class RoomLaterBlocks final : public KvBlocks {
  private:
   BlockManager pool_;
   int32_t withheld_;
+  int loading_ = 0;
 };
 
 class RoomLaterSchedulerTest : public ::testing::Test {
@@ -342,6 +351,35 @@ TEST(RoomLaterAdmissionTest, AnAdmissionLeavesTheSlotARunningDecodeNeedsNext) {
   }
   EXPECT_TRUE(scheduler.idle());
   EXPECT_EQ(scheduler.stats().preemptions, 0);
+}
+
+// A waiting sequence whose prefix is still loading is not admitted (nor anything behind it), and
+// the running ones go on meanwhile; once loaded it is admitted.
+TEST(RoomLaterAdmissionTest, APrefixStillLoadingWaitsWhileTheRunningOnesGoOn) {
+  RoomLaterBlocks blocks(8, 0);
+  Scheduler scheduler(Opts(64), blocks);
+  auto add = [&](uint64_t id, int32_t max_tokens) {
+    ASSERT_TRUE(scheduler
+                    .Add(std::make_unique<Sequence>(id, std::vector<int32_t>(3, int32_t(id)),
+                                                    MaxTokens(max_tokens)))
+                    .ok());
+  };
+  add(1, 8);
+  StepPlan plan = scheduler.Schedule();
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  scheduler.Update(plan, std::vector<int32_t>{7});
+  add(2, 2);
+  add(3, 2);
+  blocks.LoadFor(2);
+  for (int i = 0; i < 2; ++i) {
+    plan = scheduler.Schedule();
+    ASSERT_EQ(plan.chunks.size(), 1u) << "step " << i;
+    EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
+    scheduler.Update(plan, std::vector<int32_t>{7});
+  }
+  EXPECT_EQ(scheduler.num_waiting(), 2u);
+  plan = scheduler.Schedule();
+  EXPECT_EQ(plan.chunks.size(), 3u);  // loaded: 2 is admitted, and 3 behind it
 }
 
 // Room that never comes: after Scheduler::kRoomPatienceSteps steps the latest admission gives way.
