@@ -31,8 +31,9 @@ extern "C" {
  * kvtier_keys_for returning KVTIER_KEYS_ERROR on errors (it had no error return before).
  * 6: working slots (kvtier_work_take, kvtier_work_publish, kvtier_work_free, kvtier_work_item,
  * KVTIER_TIER_*, KVTIER_BLOCK_OVER_QUOTA), kvtier_mutable_slot_data, kvtier_t0_slots,
- * kvtier_gpu_t0_slot (kvtierd speaks protocol version 3). */
-#define KVTIER_C_ABI_VERSION 6
+ * kvtier_gpu_t0_slot (kvtierd speaks protocol version 3). 7: KVTIER_TIER_T3; kvtier_lookup's
+ * tier masks may carry 1 << KVTIER_TIER_T3 (kvtierd speaks protocol version 4). */
+#define KVTIER_C_ABI_VERSION 7
 
 /* Per-block outcomes (docs/protocol.md "Block codes"). */
 enum {
@@ -47,7 +48,9 @@ enum {
 };
 
 /* Tiers (also the bit numbers of kvtier_lookup's tiers[]): GPU HBM, pinned host DRAM, NVMe. */
-enum { KVTIER_TIER_T0 = 0, KVTIER_TIER_T1 = 1, KVTIER_TIER_T2 = 2 };
+/* Tier numbers; a lookup's tier mask has bit (1 << KVTIER_TIER_*) per tier holding the block.
+ * T3 is the remote tier (a store the daemons of a fleet share): gets copy its blocks into T1. */
+enum { KVTIER_TIER_T0 = 0, KVTIER_TIER_T1 = 1, KVTIER_TIER_T2 = 2, KVTIER_TIER_T3 = 3 };
 
 typedef struct kvtier_client kvtier_client;
 

@@ -209,6 +209,7 @@ DaemonConfig::DaemonConfig() {
   tiers.t2->capacity_bytes = uint64_t{4} << 30;
   tiers.t2->slot_bytes = tiers.t1.slot_bytes;
   tiers.t2_policy.admission.window_blocks = 0;
+  tiers.t3_policy.admission.window_blocks = 0;
 }
 
 TierManagerOptions DaemonConfig::ManagerOptions() const {
@@ -227,6 +228,17 @@ TierManagerOptions DaemonConfig::ManagerOptions() const {
   return o;
 }
 
+std::string DaemonConfig::KeyScopePath() const {
+  return daemon.key_scope_file.empty() ? daemon.data_directory + "/key-scope.secret"
+                                       : daemon.key_scope_file;
+}
+
+RemoteTierOptions DaemonConfig::RemoteOptions() const {
+  RemoteTierOptions o = remote;
+  o.slot_bytes = tiers.t1.slot_bytes;
+  return o;
+}
+
 std::string DaemonConfig::SocketPath() const {
   return daemon.socket_path.empty() ? daemon.data_directory + "/kvtierd.sock" : daemon.socket_path;
 }
@@ -242,6 +254,10 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   if (c.t2_enabled) {
     ValidateT2(c, checks);
     ValidatePolicy("t2", c.tiers.t2_policy, checks);
+  }
+  if (c.remote_enabled) {
+    checks.Add(c.RemoteOptions().Validate());  // names remote.* keys; reads remote.password_file
+    ValidatePolicy("remote", c.tiers.t3_policy, checks);
   }
   return checks.Result();
 }

@@ -27,6 +27,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "tiers/remote/remote_tier.h"
 #include "tiers/tier_manager_options.h"
 
 namespace kvtier {
@@ -34,7 +35,11 @@ namespace kvtier {
 // [daemon]: the process and its control socket (DESIGN.md "Process model and protocol").
 struct DaemonSettings {
   std::string data_directory = "kvtier-data";
-  std::string socket_path;      // empty: <data_directory>/kvtierd.sock (SocketPath())
+  std::string socket_path;  // empty: <data_directory>/kvtierd.sock (SocketPath())
+  // The key-scope secret (key_scope.h). Empty: <data_directory>/key-scope.secret, created on
+  // first start. Set, it names a file shared by the daemons of a fleet (so they derive the same
+  // daemon keys and share the remote tier's blocks); it must exist then (KeyScopePath()).
+  std::string key_scope_file;
   uint32_t socket_mode = 0660;  // file mode of the socket; only permission bits (<= 0777)
   // Who may connect, checked with SO_PEERCRED: a peer whose uid is in allowed_uids, or whose
   // primary or supplementary gid is in allowed_gids, or who runs as the daemon's own uid. As
@@ -98,6 +103,10 @@ struct DaemonConfig {
   TierManagerOptions tiers;
   bool t0_enabled = false;
   bool t2_enabled = true;
+  // [remote]: T3, the remote tier (tiers/remote/remote_tier.h). remote.slot_bytes is ignored (T3
+  // slots are T1 slots); its ladder policy is tiers.t3_policy. Off by default.
+  bool remote_enabled = false;
+  RemoteTierOptions remote;
   // Where each key was last set: "path:line" or "--flag". For errors found after load.
   std::map<std::string, std::string> origins;
 
@@ -106,6 +115,11 @@ struct DaemonConfig {
   TierManagerOptions ManagerOptions() const;
   // The control socket's path, after the default above.
   std::string SocketPath() const;
+  // The key-scope secret's path, and whether it must exist already (daemon.key_scope_file set).
+  std::string KeyScopePath() const;
+  bool KeyScopeShared() const { return !daemon.key_scope_file.empty(); }
+  // The remote tier's options as the daemon opens them (slot_bytes = t1.slot_bytes).
+  RemoteTierOptions RemoteOptions() const;
 };
 
 // One setting given on the command line. `origin` names it in errors ("--t1.capacity_bytes" or

@@ -18,6 +18,11 @@ std::vector<ConfigKey> DaemonKeys() {
       Text("daemon.socket_path",
            "Unix socket of the control plane (<= 107 bytes); empty: <data_directory>/kvtierd.sock",
            KVTIER_FIELD(daemon.socket_path)),
+      Text("daemon.key_scope_file",
+           "The key-scope secret (192 bytes): set, a file the daemons of a fleet share (it must "
+           "exist) so they derive the same keys for the remote tier; empty: "
+           "<data_directory>/key-scope.secret, created on first start",
+           KVTIER_FIELD(daemon.key_scope_file)),
       Mode("daemon.socket_mode",
            "File mode of the socket; with allowed_users/allowed_groups it decides who may connect"),
       List("daemon.allowed_users", "list of names or uids",
@@ -226,9 +231,107 @@ std::vector<ConfigKey> T2Keys() {
   return keys;
 }
 
+// remote.cluster: a bool, or "auto".
+ConfigKey ClusterKey() {
+  return {"remote.cluster",
+          "true | false | auto",
+          "Redis Cluster routing (CRC16 slots, MOVED/ASK); auto asks the first node that "
+          "answers; false takes exactly one node",
+          CliForm::kValue,
+          [](const toml::node& v, DaemonConfig& c) -> absl::Status {
+            if (v.is_boolean()) {
+              c.remote.store.cluster =
+                  *v.value<bool>() ? ClusterMode::kCluster : ClusterMode::kStandalone;
+              return absl::OkStatus();
+            }
+            KVTIER_ASSIGN_OR_RETURN(const std::string s, ReadChoice(v, {"auto"}));
+            c.remote.store.cluster = ClusterMode::kAuto;
+            return absl::OkStatus();
+          },
+          [](const DaemonConfig& c) -> std::string {
+            switch (c.remote.store.cluster) {
+              case ClusterMode::kCluster:
+                return "true";
+              case ClusterMode::kStandalone:
+                return "false";
+              default:
+                return Quote("auto");
+            }
+          }};
+}
+
+// [remote]: the store (RemoteStoreOptions), this daemon's use of it (RemoteTierOptions), and its
+// rung's policy.
+std::vector<ConfigKey> RemoteKeys() {
+  std::vector<ConfigKey> keys = {
+      Bool("remote.enabled",
+           "Run T3, the remote tier, on a Redis-protocol store shared by the daemons of a fleet",
+           KVTIER_FIELD(remote_enabled)),
+      List("remote.nodes", "list of host:port",
+           "The standalone node, or any nodes of a cluster (the rest are learned from CLUSTER "
+           "SLOTS); IPv6 as [addr]:port",
+           KVTIER_FIELD(remote.store.nodes), false),
+      ClusterKey(),
+      Text("remote.user", "ACL user for AUTH user password; empty: the default user",
+           KVTIER_FIELD(remote.store.user)),
+      Text("remote.password", "Password; empty and no password_file: no AUTH",
+           KVTIER_FIELD(remote.store.password)),
+      Text("remote.password_file",
+           "File whose first line is the password (mode 0600); not with remote.password",
+           KVTIER_FIELD(remote.store.password_file)),
+      Uint("remote.connect_timeout_ms", "Connect timeout per node, in [1, 600000]",
+           KVTIER_FIELD(remote.store.connect_timeout_ms)),
+      Uint("remote.command_timeout_ms",
+           "Limit on each socket read or write of a batch, in [1, 600000]",
+           KVTIER_FIELD(remote.store.command_timeout_ms)),
+      Uint("remote.pool_per_node", "Idle connections kept per node, in [1, 1024]",
+           KVTIER_FIELD(remote.store.pool_per_node)),
+      Uint("remote.max_pipeline",
+           "Commands sent on one connection before their replies are read, in [1, 4096]",
+           KVTIER_FIELD(remote.store.max_pipeline)),
+      Uint("remote.reconnect_backoff_min_ms",
+           "Wait after a failed connect to a node before the next; doubles per failure",
+           KVTIER_FIELD(remote.store.reconnect_backoff_min_ms)),
+      Uint("remote.reconnect_backoff_max_ms", "Longest such wait; >= reconnect_backoff_min_ms",
+           KVTIER_FIELD(remote.store.reconnect_backoff_max_ms)),
+      Uint("remote.breaker_failures",
+           "Calls in a row that got no answer at all before the tier is marked unavailable",
+           KVTIER_FIELD(remote.store.breaker_failures)),
+      Uint("remote.breaker_open_ms",
+           "Wait before the first probe of an unavailable store; doubles per failed probe",
+           KVTIER_FIELD(remote.store.breaker_open_ms)),
+      Uint("remote.breaker_open_max_ms", "Longest wait between probes; >= breaker_open_ms",
+           KVTIER_FIELD(remote.store.breaker_open_max_ms)),
+      Bool("remote.verify_puts",
+           "Hash every payload written to the store and refuse one that does not match its "
+           "checksum",
+           KVTIER_FIELD(remote.store.verify_puts)),
+      Text("remote.key_prefix",
+           "Put before each block key in the store (<= 64 bytes, no { or }); daemons that share "
+           "blocks use the same prefix and key-scope secret",
+           KVTIER_FIELD(remote.store.key_prefix)),
+      Size("remote.capacity_bytes",
+           "This daemon's view of the store: the most remote blocks it remembers (a multiple of "
+           "t1.slot_bytes); lookups find the others by asking the store",
+           KVTIER_FIELD(remote.capacity_bytes)),
+      Uint("remote.threads", "Threads making store calls (writes, reads, lookups), in [1, 256]",
+           KVTIER_FIELD(remote.threads)),
+      Uint("remote.lookup_budget_us",
+           "Most microseconds a lookup that misses locally waits for the store, in [1, 1000000]",
+           KVTIER_FIELD(remote.lookup_budget_us)),
+      Uint("remote.lookup_max_blocks",
+           "Most blocks past the local prefix one lookup asks the store about, in [1, 65536]",
+           KVTIER_FIELD(remote.lookup_max_blocks)),
+  };
+  for (ConfigKey& k : PolicyKeys("remote", KVTIER_FIELD(tiers.t3_policy))) {
+    keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
 std::vector<ConfigKey> BuildKeys() {
   std::vector<ConfigKey> keys = DaemonKeys();
-  for (auto* part : {&T0Keys, &T1Keys, &T2Keys}) {
+  for (auto* part : {&T0Keys, &T1Keys, &T2Keys, &RemoteKeys}) {
     for (ConfigKey& k : part()) keys.push_back(std::move(k));
   }
   return keys;
@@ -259,6 +362,11 @@ const std::vector<ConfigSection>& ConfigSections() {
       {"t2", "T2: NVMe, O_DIRECT slot files, records in RocksDB."},
       {"t2.eviction", "Which T2 block is deleted next."},
       {"t2.admission", "Which T1 victims may be written to T2."},
+      {"remote", "T3: the remote tier, a Redis-protocol store the daemons of a fleet share."},
+      {"remote.eviction",
+       "Which remote block this daemon forgets next (the store evicts by "
+       "its own maxmemory-policy)."},
+      {"remote.admission", "Which T2 victims (T1's without a T2) may be written to the store."},
   };
   return *sections;
 }

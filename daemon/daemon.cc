@@ -16,6 +16,7 @@
 #include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "daemon/service.h"
+#include "tiers/remote/remote_tier.h"
 #include "tiers/tier_manager.h"
 
 namespace kvtier {
@@ -72,6 +73,7 @@ class Daemon::Parts {
   // Before the tiers, which report their moves to it until they are destroyed.
   std::unique_ptr<DaemonMetrics> metrics;
   std::unique_ptr<TierManager> tiers;
+  RemoteTier* remote = nullptr;  // T3, owned by the tier manager's options; null without
   std::unique_ptr<KeyScope> scope;
   std::unique_ptr<LookupRecorder> recorder;
   std::unique_ptr<Service> service;
@@ -100,10 +102,23 @@ ServerOptions ServerOptionsOf(const DaemonConfig& config) {
 // The metrics endpoint, when enabled, and the tier manager reporting its moves to it.
 absl::Status BuildMetricsAndTiers(Daemon::Parts& p) {
   TierManagerOptions options = p.config.ManagerOptions();
+  if (p.config.remote_enabled) {
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<RemoteTier> t3,
+                            RemoteTier::Open(p.config.RemoteOptions()));
+    p.remote = t3.get();
+    options.t3 = std::move(t3);
+    KVTIER_LOG(kInfo, "daemon", "remote tier T3 on {} ({}), key prefix \"{}\"",
+               fmt::join(p.config.remote.store.nodes, ", "),
+               p.config.remote.store.cluster == ClusterMode::kCluster      ? "cluster"
+               : p.config.remote.store.cluster == ClusterMode::kStandalone ? "standalone"
+                                                                           : "cluster or not",
+               p.config.remote.store.key_prefix);
+  }
   if (p.config.metrics.enabled) {
     TierMask tiers = TierBit(Tier::kT1);
     if (options.t0) tiers |= TierBit(Tier::kT0);
     if (options.t2) tiers |= TierBit(Tier::kT2);
+    if (options.t3) tiers |= TierBit(Tier::kT3);
     const MetricsHttpOptions http{p.config.metrics.threads, p.config.metrics.request_timeout_ms};
     KVTIER_ASSIGN_OR_RETURN(p.metrics,
                             DaemonMetrics::Create(p.config.metrics.listen_address, tiers, http));
@@ -113,16 +128,21 @@ absl::Status BuildMetricsAndTiers(Daemon::Parts& p) {
     };
   }
   KVTIER_ASSIGN_OR_RETURN(p.tiers, TierManager::Create(options));
-  if (p.metrics) p.metrics->WatchTiers(p.tiers.get());
+  if (p.metrics) p.metrics->WatchTiers(p.tiers.get(), p.remote);
   return absl::OkStatus();
 }
 
 absl::Status Build(Daemon::Parts& p) {
   const auto start = std::chrono::steady_clock::now();
   KVTIER_RETURN_IF_ERROR(BuildMetricsAndTiers(p));
-  KVTIER_ASSIGN_OR_RETURN(KeyScope scope,
-                          KeyScope::Load(p.config.daemon.data_directory + "/key-scope.secret"));
-  p.scope = std::make_unique<KeyScope>(scope);
+  absl::StatusOr<KeyScope> scope =
+      KeyScope::Load(p.config.KeyScopePath(), p.config.KeyScopeShared());
+  if (!scope.ok() && p.config.KeyScopeShared()) {
+    return absl::Status(scope.status().code(), fmt::format("daemon.key_scope_file: {}",
+                                                           std::string(scope.status().message())));
+  }
+  KVTIER_RETURN_IF_ERROR(scope.status());
+  p.scope = std::make_unique<KeyScope>(*scope);
   if (!p.config.daemon.record_file.empty()) {
     KVTIER_ASSIGN_OR_RETURN(p.recorder, LookupRecorder::Open(p.config.daemon.record_file));
   }

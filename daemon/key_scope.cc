@@ -63,13 +63,19 @@ absl::Status CreateSecret(const std::string& path, KeyScope::Secret* secret) {
 
 }  // namespace
 
-absl::StatusOr<KeyScope> KeyScope::Load(const std::string& path) {
+absl::StatusOr<KeyScope> KeyScope::Load(const std::string& path, bool must_exist) {
   Secret secret{};
   if (path.empty()) {
     KVTIER_RETURN_IF_ERROR(RandomSecret(&secret));
     return KeyScope(secret);
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && must_exist) {
+    return absl::NotFoundError(fmt::format(
+        "{}: no such file; a shared key-scope secret is made once and copied to every daemon of "
+        "the fleet, e.g. `head -c {} /dev/urandom > {}; chmod 0600 {}`",
+        path, kSecretBytes, path, path));
+  }
   if (fd < 0 && errno == ENOENT) {
     KVTIER_RETURN_IF_ERROR(CreateSecret(path, &secret));
     return KeyScope(secret);

@@ -15,6 +15,11 @@
 // namespace; same client key + same namespace = same daemon key, so sharing within a namespace
 // works as before.
 //
+// A fleet. Daemons that share a remote tier (tiers/remote/) must derive the same daemon keys, so
+// they share one secret: a file the operator makes once and copies to every host
+// (daemon.key_scope_file, docs/configuration.md). Namespaces stay isolated exactly as on one
+// host: the namespace root is still hashed into every key, under a secret no client sees.
+//
 // Thread-safety: const methods may be called concurrently.
 #pragma once
 
@@ -34,9 +39,11 @@ class KeyScope {
   using Secret = std::array<uint8_t, kSecretBytes>;
 
   // Reads the secret from `path`, or creates it there (mode 0600, random bytes from getrandom)
-  // when the file does not exist. An empty path: a fresh random secret for this run only (no T2,
-  // nothing outlives the process). Errors name the path: unreadable, wrong size, not creatable.
-  static absl::StatusOr<KeyScope> Load(const std::string& path);
+  // when the file does not exist and !must_exist (a shared secret is never made up by one
+  // daemon: its fleet would silently stop sharing). An empty path: a fresh random secret for
+  // this run only (no T2, nothing outlives the process). Errors name the path: missing (with
+  // must_exist), unreadable, wrong size, not creatable.
+  static absl::StatusOr<KeyScope> Load(const std::string& path, bool must_exist = false);
   explicit KeyScope(const Secret& secret) : secret_(secret) {}
 
   // The daemon key of `client_key` in the namespace with root `root`.

@@ -46,6 +46,9 @@ constexpr std::array<TierMoveSeries, kNumTierMoves> kTierMoveSeries = {{
     {MoveKind::kPromotion, Tier::kT1, Tier::kT0, "promote", "t1_to_t0"},
     {MoveKind::kDemotion, Tier::kT1, Tier::kT2, "demote", "t1_to_t2"},
     {MoveKind::kDemotion, Tier::kT0, Tier::kT1, "demote", "t0_to_t1"},
+    {MoveKind::kPromotion, Tier::kT3, Tier::kT1, "promote", "t3_to_t1"},
+    {MoveKind::kDemotion, Tier::kT2, Tier::kT3, "demote", "t2_to_t3"},
+    {MoveKind::kDemotion, Tier::kT1, Tier::kT3, "demote", "t1_to_t3"},
 }};
 constexpr std::array<const char*, kNumCopyDirections> kCopyDirectionNames = {
     "client_to_t1", "t1_to_client", "t0_to_client", "client_to_t0"};
@@ -227,7 +230,9 @@ DaemonMetrics::~DaemonMetrics() {
   exposer_.reset();  // civetweb stops and joins its threads; no scrape runs after this
 }
 
-void DaemonMetrics::WatchTiers(const TierManager* manager) { collector_->Watch(manager); }
+void DaemonMetrics::WatchTiers(const TierManager* manager, const RemoteTier* remote) {
+  collector_->Watch(manager, remote);
+}
 
 void DaemonMetrics::OnLookup(uint64_t keys, const std::array<uint64_t, kNumTiers>& hit_blocks,
                              uint32_t block_tokens) {

@@ -43,6 +43,7 @@ class Registry;
 
 namespace kvtier {
 
+class RemoteTier;
 class TierManager;
 struct TierMove;
 
@@ -72,9 +73,10 @@ enum class TransferOp : uint8_t {
 inline constexpr int kNumTransferOps = 2;
 
 // The block moves between tiers that get a kvtier_transfer_seconds{op, direction} series:
-// promote t2_to_t1, t0_to_t1, t1_to_t0; demote t1_to_t2, t0_to_t1 (TierMove in
+// promote t2_to_t1, t0_to_t1, t1_to_t0, t3_to_t1; demote t1_to_t2, t0_to_t1, t2_to_t3, t1_to_t3
+// (TierMove in
 // tiers/tier_manager_options.h). Only those between tiers the daemon has are registered.
-inline constexpr int kNumTierMoves = 5;
+inline constexpr int kNumTierMoves = 8;
 
 // Copies the daemon sees but does not do itself (clients copy to and from T1 and T0 in their own
 // process), for kvtier_moved_bytes_total{direction}. Moves between tiers (T0<->T1, T1<->T2) are
@@ -119,7 +121,8 @@ class DaemonMetrics {
 
   // Reads tier and manager counters from `manager` at every scrape from now on; null stops it.
   // Returns after any scrape reading the previous manager has finished.
-  void WatchTiers(const TierManager* manager);
+  // `remote`: the manager's remote tier (T3), whose store's counters the page shows too.
+  void WatchTiers(const TierManager* manager, const RemoteTier* remote = nullptr);
 
   // --- Recording, for the op layer. Cheap: atomics, no allocation, no lookups. ---
   // One lookup of `keys` block keys; hit_blocks[t] of the found prefix were served from tier t

@@ -5,7 +5,6 @@
 #include <utility>
 
 namespace kvtier::internal {
-namespace {
 
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
@@ -30,6 +29,8 @@ void AddSample(MetricFamily& family, std::vector<ClientMetric::Label> labels, do
   }
   family.metric.push_back(std::move(m));
 }
+
+namespace {
 
 void AddTierSample(MetricFamily& family, Tier tier, double value) {
   AddSample(family, {{"tier", std::string(TierName(tier))}}, value);
@@ -61,6 +62,7 @@ std::vector<MetricFamily> CapacityFamilies(const TierSnapshot& s) {
   if (s.has_t0) add(Tier::kT0, s.t0);
   add(Tier::kT1, s.t1);
   if (s.has_t2) add(Tier::kT2, s.t2);
+  if (s.has_t3) add(Tier::kT3, s.t3);
   // T1 alone grows after start (HostTier: faulted in and registered in the background).
   MetricFamily ready = NewFamily("kvtier_tier_ready_fraction",
                                  "Share of the tier's slots usable now; T1 grows to 1 after start.",
@@ -79,6 +81,7 @@ std::vector<Tier> PresentTiers(const TierSnapshot& s) {
   if (s.has_t0) tiers.push_back(Tier::kT0);
   tiers.push_back(Tier::kT1);
   if (s.has_t2) tiers.push_back(Tier::kT2);
+  if (s.has_t3) tiers.push_back(Tier::kT3);
   return tiers;
 }
 
@@ -115,6 +118,7 @@ std::vector<MetricFamily> EvictionFamilies(const TierSnapshot& s) {
                                     MetricType::Counter);
   AddTierSample(checksum, Tier::kT1, static_cast<double>(m.integrity_drops));
   if (s.has_t2) AddTierSample(checksum, Tier::kT2, static_cast<double>(s.t2.checksum_failures));
+  if (s.has_t3) AddTierSample(checksum, Tier::kT3, static_cast<double>(s.t3.checksum_failures));
   return {std::move(evictions), std::move(clean), std::move(dropped), std::move(rejected),
           std::move(checksum)};
 }
@@ -144,7 +148,7 @@ std::vector<MetricFamily> PutGetFamilies(const TierSnapshot& s) {
                 "Copies into the tier for a read that failed (read error, checksum, no room).",
                 MetricType::Counter);
   for (Tier t : PresentTiers(s)) {
-    if (t == Tier::kT2) continue;  // never read into
+    if (t == Tier::kT2 || t == Tier::kT3) continue;  // never read into
     AddSample(promotion_failures, {{"tier", std::string(TierName(t))}},
               static_cast<double>(m.tier(t).promotion_failures));
   }
@@ -158,10 +162,12 @@ std::vector<MetricFamily> DemotionFamilies(const TierSnapshot& s) {
   const TierManagerStats& m = s.manager;
   MetricFamily demotions = NewFamily(
       "kvtier_demotions_total",
-      "Blocks written down one tier (T0 to T1, T1 to T2), by the tier they left and outcome.",
+      "Blocks written down one tier (T0 to T1, T1 to T2, T2 to T3), by the tier they left and "
+      "outcome.",
       MetricType::Counter);
-  for (Tier t : PresentTiers(s)) {
-    if (t == Tier::kT2) continue;  // the last tier: its victims are deleted
+  const std::vector<Tier> present = PresentTiers(s);
+  for (Tier t : present) {
+    if (t == present.back()) continue;  // the last tier: its victims are deleted
     const std::string name(TierName(t));
     AddSample(demotions, {{"result", "written"}, {"tier", name}},
               static_cast<double>(m.tier(t).moved_down));
@@ -179,7 +185,7 @@ std::vector<MetricFamily> DemotionFamilies(const TierSnapshot& s) {
   AddSample(recovered, {}, static_cast<double>(m.recovered_blocks));
   std::vector<MetricFamily> out;
   for (MetricFamily* f : {&demotions, &in_flight, &recovered}) out.push_back(std::move(*f));
-  if (s.has_t0 || s.has_t2) {
+  if (s.has_t0 || s.has_t2 || s.has_t3) {
     MetricFamily moved = NewFamily("kvtier_moved_bytes_total",
                                    "Payload bytes moved between tiers and clients, by direction.",
                                    MetricType::Counter);
@@ -191,6 +197,10 @@ std::vector<MetricFamily> DemotionFamilies(const TierSnapshot& s) {
       AddSample(moved, {{"direction", "t1_to_t2"}}, static_cast<double>(s.t2.write_bytes));
       AddSample(moved, {{"direction", "t2_to_t1"}}, static_cast<double>(s.t2.read_bytes));
     }
+    if (s.has_t3) {
+      AddSample(moved, {{"direction", "to_t3"}}, static_cast<double>(s.t3.write_bytes));
+      AddSample(moved, {{"direction", "t3_to_t1"}}, static_cast<double>(s.t3.read_bytes));
+    }
     out.push_back(std::move(moved));
   }
   return out;
@@ -198,7 +208,7 @@ std::vector<MetricFamily> DemotionFamilies(const TierSnapshot& s) {
 
 }  // namespace
 
-TierSnapshot TakeTierSnapshot(const TierManager& manager) {
+TierSnapshot TakeTierSnapshot(const TierManager& manager, const RemoteTier* remote) {
   TierSnapshot s;
   s.manager = manager.Stats();
   s.t1 = manager.t1().Stats();
@@ -210,6 +220,14 @@ TierSnapshot TakeTierSnapshot(const TierManager& manager) {
     s.has_t2 = true;
     s.t2 = manager.t2()->Stats();
   }
+  if (manager.t3() != nullptr) {
+    s.has_t3 = true;
+    s.t3 = manager.t3()->Stats();
+  }
+  if (remote != nullptr) {
+    s.has_remote = true;
+    s.remote = remote->StoreStats();
+  }
   return s;
 }
 
@@ -218,6 +236,7 @@ std::vector<MetricFamily> TierFamilies(const TierSnapshot& snapshot) {
   MergeFamilies(families, EvictionFamilies(snapshot));
   MergeFamilies(families, PutGetFamilies(snapshot));
   MergeFamilies(families, DemotionFamilies(snapshot));
+  if (snapshot.has_remote) MergeFamilies(families, RemoteFamilies(snapshot.remote));
   return families;
 }
 
@@ -236,15 +255,17 @@ void MergeFamilies(std::vector<MetricFamily>& into, std::vector<MetricFamily> mo
 MetricsCollector::MetricsCollector(std::shared_ptr<prometheus::Registry> registry)
     : registry_(std::move(registry)) {}
 
-void MetricsCollector::Watch(const TierManager* manager) {
+void MetricsCollector::Watch(const TierManager* manager, const RemoteTier* remote) {
   absl::MutexLock lock(&mu_);
   manager_ = manager;
+  remote_ = manager == nullptr ? nullptr : remote;
 }
 
 std::vector<MetricFamily> MetricsCollector::Collect() const {
   std::vector<MetricFamily> families = registry_->Collect();
   absl::MutexLock lock(&mu_);
-  if (manager_ != nullptr) MergeFamilies(families, TierFamilies(TakeTierSnapshot(*manager_)));
+  if (manager_ != nullptr)
+    MergeFamilies(families, TierFamilies(TakeTierSnapshot(*manager_, remote_)));
   return families;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -11,6 +12,7 @@
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
+#include "tiers/remote/remote_tier.h"
 #include "tiers/storage_tier.h"
 #include "tiers/tier_manager.h"
 
@@ -26,8 +28,22 @@ struct TierSnapshot {
   TierStats t0;  // valid when has_t0
   bool has_t2 = false;
   TierStats t2;
+  bool has_t3 = false;
+  TierStats t3;             // valid when has_t3
+  RemoteStoreStats remote;  // valid when has_t3 and the remote tier was given
+  bool has_remote = false;
 };
-TierSnapshot TakeTierSnapshot(const TierManager& manager);
+// `remote` (may be null): the manager's T3, for its store's own counters.
+TierSnapshot TakeTierSnapshot(const TierManager& manager, const RemoteTier* remote = nullptr);
+
+// The remote tier's store families (metrics_remote.cc).
+std::vector<prometheus::MetricFamily> RemoteFamilies(const RemoteStoreStats& stats);
+
+// A family with no samples yet; one sample with `labels` and `value` (a counter's or gauge's, by
+// the family's type). For the families built at scrape time (here and metrics_remote.cc).
+prometheus::MetricFamily NewFamily(std::string name, std::string help, prometheus::MetricType type);
+void AddSample(prometheus::MetricFamily& family,
+               std::vector<prometheus::ClientMetric::Label> labels, double value);
 
 // The families a snapshot exports (names, types and labels as in docs/metrics.md).
 std::vector<prometheus::MetricFamily> TierFamilies(const TierSnapshot& snapshot);
@@ -44,13 +60,15 @@ class MetricsCollector : public prometheus::Collectable {
   explicit MetricsCollector(std::shared_ptr<prometheus::Registry> registry);
 
   // Null stops reading tiers. Waits for a Collect reading the previous manager to finish.
-  void Watch(const TierManager* manager);
+  // `remote`: the manager's T3 (null without one).
+  void Watch(const TierManager* manager, const RemoteTier* remote = nullptr);
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const std::shared_ptr<prometheus::Registry> registry_;
   mutable absl::Mutex mu_;
   const TierManager* manager_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const RemoteTier* remote_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace kvtier::internal

@@ -141,7 +141,11 @@ size_t Service::Lookup(Session& session, absl::Span<const BlockKey> keys,
   KeyBuffer scoped(keys.size());
   scope_.ScopeAll(session.root_, keys, absl::MakeSpan(scoped));
   if (recorder_ != nullptr) recorder_->Record(session.ns_.block_tokens, scoped);
-  const size_t n = tiers_.index().LookupPrefix(scoped, tiers);
+  size_t n = tiers_.index().LookupPrefix(scoped, tiers);
+  // A miss past the local prefix may be in the fleet's remote store (bounded by its budget).
+  if (n < keys.size() && tiers_.t3() != nullptr) {
+    n = tiers_.ExtendPrefix(scoped, n, session.namespace_id(), tiers);
+  }
   lookups_.fetch_add(1, std::memory_order_relaxed);
   lookup_keys_.fetch_add(keys.size(), std::memory_order_relaxed);
   lookup_hit_blocks_.fetch_add(n, std::memory_order_relaxed);

@@ -54,15 +54,23 @@ constexpr uint32_t SlotLocal(uint64_t slot) { return static_cast<uint32_t>(slot 
 class Entry {
  public:
   BlockKey key() const { return BlockKey{lo_.load(kLoad), hi_.load(kLoad)}; }
-  uint32_t slot(Tier tier) const { return slots_[static_cast<int>(tier)].load(kLoad); }
+  // 0 for a tier without slots (T3, key-addressed).
+  uint32_t slot(Tier tier) const {
+    const int t = static_cast<int>(tier);
+    return t < kSlotTiers ? slots_[static_cast<size_t>(t)].load(kLoad) : 0;
+  }
   uint32_t payload_bytes() const { return payload_bytes_.load(kLoad); }
   BlockId parent() const { return parent_.load(kLoad); }  // while !live: next free local
   uint32_t leases() const { return state_.load(kLoad) & kLeaseMask; }
-  TierMask tiers() const { return static_cast<TierMask>(state_.load(kLoad) >> kTierShift & 7); }
+  TierMask tiers() const { return static_cast<TierMask>(state_.load(kLoad) >> kTierShift & 15); }
   bool live() const { return (state_.load(kLoad) & kLive) != 0; }
 
   void Init(const BlockKey& key, const NewBlock& block);
-  void set_slot(Tier tier, uint32_t slot) { slots_[static_cast<int>(tier)].store(slot, kStore); }
+  // A no-op for a tier without slots (T3).
+  void set_slot(Tier tier, uint32_t slot) {
+    const int t = static_cast<int>(tier);
+    if (t < kSlotTiers) slots_[static_cast<size_t>(t)].store(slot, kStore);
+  }
   void set_tiers(TierMask tiers) { SetState(leases(), tiers, true); }
   void set_leases(uint32_t leases) { SetState(leases, tiers(), true); }
   // Puts the entry on the free list.
@@ -70,17 +78,17 @@ class Entry {
 
  private:
   static constexpr uint32_t kLeaseMask = BlockIndex::kMaxLeases;  // bits 0-23
-  static constexpr int kTierShift = 24;                           // bits 24-26
-  static constexpr uint32_t kLive = 1u << 27;
+  static constexpr int kTierShift = 24;                           // bits 24-27
+  static constexpr uint32_t kLive = 1u << 28;
   void SetState(uint32_t leases, TierMask tiers, bool live) {
     state_.store(leases | uint32_t{tiers} << kTierShift | (live ? kLive : 0), kStore);
   }
 
-  std::atomic<uint64_t> lo_{0}, hi_{0};                 // the key
-  std::array<std::atomic<uint32_t>, kNumTiers> slots_;  // slot per tier, meaningful iff tiers bit
+  std::atomic<uint64_t> lo_{0}, hi_{0};                  // the key
+  std::array<std::atomic<uint32_t>, kSlotTiers> slots_;  // slot per slot tier, iff its tiers bit
   std::atomic<uint32_t> payload_bytes_{0};
   std::atomic<uint32_t> parent_{kNoBlock};
-  std::atomic<uint32_t> state_{0};  // leases | tiers << 24 | live << 27
+  std::atomic<uint32_t> state_{0};  // leases | tiers << 24 | live << 28
 };
 static_assert(sizeof(Entry) == BlockIndex::kEntryBytes);
 

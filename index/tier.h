@@ -2,9 +2,11 @@
 // block index, the tiers, the mover, replay and the wire format (client/protocol), which sends tier
 // numbers and tier masks as these values.
 //
-// Today's daemon runs three: T0 GPU HBM, T1 pinned host DRAM, T2 NVMe. A mask has room for
-// kMaxTiers, so a rung below T2 (a remote store) or a simulated stack in `kvtier replay` (up to
-// kMaxTiers rungs) needs no new type; the block index keeps a slot for each of the kNumTiers.
+// The daemon runs up to four: T0 GPU HBM, T1 pinned host DRAM, T2 NVMe, and T3, the remote tier
+// (a Redis-protocol store shared by the daemons of a fleet, tiers/remote/). A mask has room for
+// kMaxTiers, so a simulated stack in `kvtier replay` (up to kMaxTiers rungs) needs no new type.
+// The block index keeps a slot for each of the kSlotTiers; T3 is key-addressed (a block's place
+// in the store is its key), so its copies have a tier bit and no slot.
 #pragma once
 
 #include <array>
@@ -13,9 +15,12 @@
 
 namespace kvtier {
 
-enum class Tier : uint8_t { kT0 = 0, kT1 = 1, kT2 = 2 };  // GPU HBM, pinned host DRAM, NVMe
-// Tiers a daemon can run (a slot per tier in every block index entry).
-inline constexpr int kNumTiers = 3;
+// GPU HBM, pinned host DRAM, NVMe, remote store.
+enum class Tier : uint8_t { kT0 = 0, kT1 = 1, kT2 = 2, kT3 = 3 };
+// Tiers a daemon can run (a bit each in every block index entry).
+inline constexpr int kNumTiers = 4;
+// Tiers whose copies live in slots (T0-T2): the block index keeps a slot for each of these only.
+inline constexpr int kSlotTiers = 3;
 // Rungs a TierMask can name (bit t for rung t).
 inline constexpr int kMaxTiers = 8;
 

@@ -182,7 +182,9 @@ int Ladder::ReadSource(TierMask copies, int target) {
 
 int Ladder::NextStep(int source, int target) const {
   if (source < target) return target;
-  const int above = Above(source);
+  const int climb_to = options(source).climb_to;
+  const int above =
+      climb_to >= 0 && climb_to < source && present(climb_to) ? climb_to : Above(source);
   return above == kNone ? target : std::max(above, target);
 }
 

@@ -14,7 +14,9 @@
 //    the fastest rung holding a copy (ReadSource); the copy climbs one present rung at a time from
 //    below (T2 -> T1 -> T0), or comes straight down from above (T0 -> T1), each step entering the
 //    next rung without admission (the read proves reuse) and touching the copy it was made from.
-//    Lower copies are kept, so a block that leaves a rung again costs no write.
+//    A rung may name the rung its reads' copies climb into first (RungOptions::climb_to: the
+//    remote rung's copies go straight to T1, never through T2). Lower copies are kept, so a block
+//    that leaves a rung again costs no write.
 //  * Shedding. A rung sheds while it is above its high watermark, until it is at or below its low
 //    one (ShouldShed; hysteresis). Rungs shed bottom-up (ShedOrder), one victim per rung per step,
 //    so room below is made before victims are pushed into it. A victim is chosen by the rung's
@@ -72,6 +74,10 @@ struct RungOptions {
   bool present = true;
   uint64_t capacity_slots = 0;  // > 0 when present
   TierPolicyOptions policy;
+  // The rung a read's copy from here enters first, when present (a faster rung than this one);
+  // -1: the nearest present rung above (the usual climb). The daemon's remote rung names T1, so a
+  // remote hit is not written to NVMe on its way up.
+  int climb_to = -1;
 };
 
 // What happens to a chosen victim (see the rules above).
@@ -159,7 +165,8 @@ class Ladder {
   // rung in `copies`; kNone for no copy.
   static int ReadSource(TierMask copies, int target);
   // The rung the next copy of a read enters on its way from `source` to `target`: `target` when
-  // the source is faster (straight down), else the nearest present rung above `source`.
+  // the source is faster (straight down), else the source's climb_to rung when present, else the
+  // nearest present rung above `source` (never past `target`).
   int NextStep(int source, int target) const;
   // Rung order for shedding: bottom-up, present rungs only.
   const std::vector<int>& ShedOrder() const { return shed_order_; }

@@ -12,7 +12,11 @@ namespace kvtier::internal {
 
 Mover::Mover(const TierManagerOptions& options, BlockIndex& index, std::vector<MoverRung> rungs,
              Tier birth)
-    : options_(options), index_(index), rungs_(std::move(rungs)), birth_(birth) {
+    : options_(options),
+      index_(index),
+      rungs_(std::move(rungs)),
+      birth_(birth),
+      staging_(options.t1.slot_bytes, options.max_demotions_in_flight) {
   rungs_.resize(kNumTiers);
 }
 
@@ -20,12 +24,13 @@ Mover::~Mover() = default;
 
 absl::Status Mover::Init() {
   const std::array<const TierPolicyOptions*, kNumTiers> policies = {
-      &options_.t0_policy, &options_.t1_policy, &options_.t2_policy};
+      &options_.t0_policy, &options_.t1_policy, &options_.t2_policy, &options_.t3_policy};
   std::vector<RungOptions> rungs(kNumTiers);
   for (int r = 0; r < kNumTiers; ++r) {
     RungOptions& o = rungs[static_cast<size_t>(r)];
     o.name = std::string(TierName(TierOf(r)));
     o.policy = *policies[static_cast<size_t>(r)];
+    o.climb_to = RungOf(r).climb_to;
     high_watermark_[static_cast<size_t>(r)] = o.policy.high_watermark;
     // A persistent rung (T2) opens after the ladder is built: its size is known from the options.
     const bool persistent = RungOf(r).persistent;

@@ -6,10 +6,18 @@
 // tier_manager.h.
 //
 // A move between two rungs is one transfer through host memory: into the rung whose slots are
-// host memory the source tier reads (T2 -> T1 by io_uring, T0 -> T1 by DMA); out of it the
-// destination tier writes (T1 -> T2, T1 -> T0). Reads between two rungs that are not host memory
-// climb through it (T2 -> T1 -> T0), as the ladder routes them. Before a payload is written into a
-// persistent rung it is checked against the checksum given at commit and its padding zeroed.
+// host memory the source tier reads (T2 -> T1 by io_uring, T0 -> T1 by DMA, T3 -> T1 from the
+// remote store); out of it the destination tier writes (T1 -> T2, T1 -> T0, T1 -> T3). Reads
+// between two rungs that are not host memory climb through it (T2 -> T1 -> T0), as the ladder
+// routes them. A move down between two such rungs (T2 -> T3) is staged: the source reads into a
+// buffer of the mover's own (StagingBuffers), the destination writes from it. Before a payload is
+// written into a persistent rung it is checked against the checksum given at commit and its
+// padding zeroed.
+//
+// The shared rung (T3, shared_tier.h) is a rung like the others, key-addressed: its placeholder
+// slots count this daemon's view of the store, frees forget (deferred, as a persistent rung's),
+// and a failed read of it drops the copy (the store lost it). ExtendPrefix records what a probe
+// found there.
 //
 // Invariants, all under mu_:
 //  * A block id is resident in a rung of the ladder exactly when its copy there can be chosen as
@@ -41,6 +49,7 @@
 #include "tiers/host_tier.h"
 #include "tiers/ladder.h"
 #include "tiers/move_table.h"
+#include "tiers/shared_tier.h"
 #include "tiers/storage_tier.h"
 #include "tiers/tier_manager_options.h"
 
@@ -86,6 +95,26 @@ struct MoverRung {
   uint64_t capacity_slots = 0;  // for a persistent rung not open yet (its slots are known)
   // Clients read blocks where they lie in this tier's memory (T0, T1); Gets may target it.
   bool client_readable = false;
+  // RungOptions::climb_to: the rung a read's copy from here enters first; -1: the next one up.
+  int climb_to = -1;
+  // A key-addressed rung shared with other daemons (T3): lookups probe it (ExtendPrefix).
+  SharedTier* shared = nullptr;
+};
+
+// Buffers for staged moves (a move down between two rungs that are not host memory): slot_bytes
+// each, 4096-aligned (T2 reads O_DIRECT into them). Kept for reuse up to `keep`; more are made
+// when more moves are in flight (at most max_demotions_in_flight per rung). Thread-safe.
+class StagingBuffers {
+ public:
+  StagingBuffers(size_t bytes, size_t keep) : bytes_(bytes), keep_(keep) {}
+  ~StagingBuffers();
+  std::byte* Take();  // null when out of memory
+  void Give(std::byte* buffer);
+
+ private:
+  const size_t bytes_, keep_;
+  absl::Mutex mu_;
+  std::vector<std::byte*> free_ ABSL_GUARDED_BY(mu_);
 };
 
 class Mover {
@@ -108,6 +137,9 @@ class Mover {
   absl::StatusOr<CommitOutcome> Commit(const PutCommit& put, SlotId slot);
   void CountPutAlreadyPresent() { puts_already_present_.fetch_add(1, std::memory_order_relaxed); }
   void Get(const BlockKey& key, Tier target, GetDone done);
+  // TierManager::ExtendPrefix (mover_shared.cc).
+  size_t ExtendPrefix(absl::Span<const BlockKey> keys, size_t n, uint64_t namespace_id,
+                      absl::Span<TierMask> tiers) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Release(const BlockKey& key);
   absl::Status Drop(const BlockKey& key);
   TierManagerStats Stats() const;
@@ -164,6 +196,13 @@ class Mover {
   void StartRead(const BlockInfo& info, int from, int to, GetDone done) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts the transfer of a decided move whose destination slot is `dst`.
   void Issue(const MoveKey& id, SlotId dst) ABSL_LOCKS_EXCLUDED(mu_);
+  // Issue of a move down between two rungs that are not host memory, through a staging buffer.
+  void IssueStaged(const MoveKey& id, const Move& m, SlotId dst, const BlockRecord& record,
+                   IoDone done) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records that the shared rung `r` holds `key` (a probe found it there): its tier mask after.
+  absl::StatusOr<TierMask> AdoptShared(int r, const BlockKey& key, const BlockKey* parent,
+                                       uint64_t namespace_id, uint32_t payload_bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void OnMoved(const MoveKey& id, absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   // Evictor: starts reads that waited for a slot, as slots free; false if none started.
   bool StartWaitingReads() ABSL_LOCKS_EXCLUDED(mu_);
@@ -179,7 +218,7 @@ class Mover {
   void StartMoveDown(const MoveKey& id) ABSL_LOCKS_EXCLUDED(mu_);
   // Checks a payload bound for a persistent rung against its commit checksum and zeroes its
   // padding; false (counted, logged) when it changed after commit.
-  bool PrepareForPersist(const MoveKey& id, const Move& move, uint64_t* checksum);
+  bool PrepareForPersist(const MoveKey& id, const Move& move, std::byte* src, uint64_t* checksum);
   // Records a finished move down (mu_ held): the copy below is published, the victim leaves.
   void FinishMoveDownLocked(const MoveKey& id, Move& move, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -203,6 +242,7 @@ class Mover {
   std::vector<MoverRung> rungs_;  // [Tier]
   const Tier birth_;
   std::array<double, kNumTiers> high_watermark_{};  // [Tier]; set by Init, then read-only
+  StagingBuffers staging_;
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;  // evictor work, idleness and completions; with mu_

@@ -99,6 +99,9 @@ void Mover::StartRead(const BlockInfo& info, int from, int to, GetDone done) {
       move.from = from;
       move.src_slot = now->slots[static_cast<size_t>(from)];
       move.payload_bytes = now->payload_bytes;
+      EnsureId(now->id);
+      move.expected_checksum = checksum_[now->id];  // a key-addressed source reads by record
+      move.namespace_id = namespace_[now->id];
       move.waiters.push_back(std::move(done));
       moves_.Add(id, std::move(move));
     }
@@ -139,22 +142,51 @@ void Mover::Issue(const MoveKey& id, SlotId dst) {
     ReportMove(what, started, s);
     OnMoved(id, std::move(s));
   };
+  BlockRecord record{id.key, m.namespace_id, m.payload_bytes, m.expected_checksum};
   if (HostTier* host = RungOf(id.to).host) {  // into host memory: the source tier reads
-    Storage(m.from)->Read(m.src_slot, host->SlotData(dst), std::move(done));
+    Storage(m.from)->ReadRecord(m.src_slot, record, host->SlotData(dst), std::move(done));
     return;
   }
   HostTier* host = RungOf(m.from).host;
-  if (host == nullptr) {  // the ladder routes every move through host memory
-    done(absl::InternalError(fmt::format("no host-memory tier between {} and {}",
-                                         TierName(TierOf(m.from)), TierName(TierOf(id.to)))));
+  if (host == nullptr) {  // a move down between two rungs that are not host memory
+    IssueStaged(id, m, dst, record, std::move(done));
     return;
   }
-  BlockRecord record{id.key, m.namespace_id, m.payload_bytes, m.expected_checksum};
-  if (RungOf(id.to).persistent && !PrepareForPersist(id, m, &record.checksum)) {
+  if (RungOf(id.to).persistent &&
+      !PrepareForPersist(id, m, host->SlotData(m.src_slot), &record.checksum)) {
     done(absl::DataLossError("payload changed after commit; not persisted"));
     return;
   }
   Storage(id.to)->Write(dst, record, host->SlotData(m.src_slot), std::move(done));
+}
+
+void Mover::IssueStaged(const MoveKey& id, const Move& m, SlotId dst, const BlockRecord& record,
+                        IoDone done) {
+  std::byte* buffer = m.for_read ? nullptr : staging_.Take();
+  if (buffer == nullptr) {  // reads climb through host memory (the ladder routes them so)
+    done(absl::ResourceExhaustedError(fmt::format("no staging buffer for a move from {} to {}",
+                                                  TierName(TierOf(m.from)),
+                                                  TierName(TierOf(id.to)))));
+    return;
+  }
+  auto written = [this, buffer, done](absl::Status s) {
+    staging_.Give(buffer);
+    done(std::move(s));
+  };
+  Storage(m.from)->ReadRecord(
+      m.src_slot, record, buffer,
+      [this, id, m, dst, record, buffer, written = std::move(written)](absl::Status s) mutable {
+        BlockRecord out = record;
+        if (s.ok() && RungOf(id.to).persistent &&
+            !PrepareForPersist(id, m, buffer, &out.checksum)) {
+          s = absl::DataLossError("payload changed after commit; not persisted");
+        }
+        if (!s.ok()) {
+          written(std::move(s));
+          return;
+        }
+        Storage(id.to)->Write(dst, out, buffer, std::move(written));
+      });
 }
 
 void Mover::OnMoved(const MoveKey& id, absl::Status status) {

@@ -202,8 +202,8 @@ void Mover::StartMoveDown(const MoveKey& id) {
   }
 }
 
-bool Mover::PrepareForPersist(const MoveKey& id, const Move& move, uint64_t* checksum) {
-  std::byte* src = RungOf(move.from).host->SlotData(move.src_slot);
+bool Mover::PrepareForPersist(const MoveKey& id, const Move& move, std::byte* src,
+                              uint64_t* checksum) {
   *checksum = PayloadChecksum(src, move.payload_bytes);
   if (move.expected_checksum != 0 && *checksum != move.expected_checksum) {
     integrity_drops_.fetch_add(1, std::memory_order_relaxed);
@@ -216,8 +216,8 @@ bool Mover::PrepareForPersist(const MoveKey& id, const Move& move, uint64_t* che
   // The write covers whole write_align blocks (O_DIRECT), so the bytes of the slot between the
   // payload's end and the next boundary reach the disk too. They are whatever the slot held before
   // (another block's, maybe another namespace's): zeroed, so nothing but this block's payload is
-  // persisted. The slot is the block's (committed, so no writer) and readers read only
-  // payload_bytes.
+  // persisted. The slot (or staging buffer) is the block's (committed, so no writer) and readers
+  // read only payload_bytes.
   const uint32_t align = RungOf(id.to).write_align;
   if (align != 0 && move.payload_bytes % align != 0) {
     std::memset(src + move.payload_bytes, 0, align - move.payload_bytes % align);

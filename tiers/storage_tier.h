@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 #include "common/status.h"
 #include "index/block_index.h"
@@ -109,6 +110,13 @@ class StorageTier {
   // that keeps no records) and, for T2, verifies its checksum first: on a mismatch `done` gets
   // DataLoss, the record is dropped and counted, and `dst` must not be used.
   virtual void Read(SlotId slot, void* dst, IoDone done) = 0;
+  // Read, told what the caller knows of the block (its key, namespace, payload size and checksum;
+  // checksum 0 = unknown). Slot tiers ignore it (the default); a key-addressed tier (T3, the remote
+  // store: shared_tier.h) has no slots and reads by record.key, checking the value against it.
+  virtual void ReadRecord(SlotId slot, const BlockRecord& record, void* dst, IoDone done) {
+    (void)record;
+    Read(slot, dst, std::move(done));
+  }
 
   virtual TierStats Stats() const = 0;
 };

@@ -47,6 +47,9 @@ absl::Status TierManager::Start() {
   }
   // T0's size is known only now (it may be a fraction of the device's free memory).
   if (options_.index.max_entries == 0 && t0_) index_options.max_entries += t0_->capacity_slots();
+  if (options_.index.max_entries == 0 && options_.t3) {
+    index_options.max_entries += options_.t3->capacity_slots();
+  }
   KVTIER_ASSIGN_OR_RETURN(index_, BlockIndex::Create(index_options));
   std::vector<internal::MoverRung> rungs(kNumTiers);
   rungs[TierIndex(Tier::kT0)].storage = t0_.get();
@@ -55,6 +58,14 @@ absl::Status TierManager::Start() {
   internal::MoverRung t2_rung{nullptr, nullptr, options_.t2.has_value(), kT2WriteAlign,
                               T2Slots(options_)};
   rungs[TierIndex(Tier::kT2)] = t2_rung;
+  if (SharedTier* t3 = options_.t3.get()) {
+    // Persistent: its payloads are checked before they leave, frees are deferred, and a copy
+    // that fails its read is gone. Reads climb straight into T1.
+    internal::MoverRung& r = rungs[TierIndex(Tier::kT3)];
+    r = internal::MoverRung{t3, nullptr, true, 0, t3->capacity_slots(), false};
+    r.climb_to = TierIndex(Tier::kT1);
+    r.shared = t3;
+  }
   state_ = std::make_unique<internal::Mover>(options_, *index_, std::move(rungs), Tier::kT1);
   KVTIER_RETURN_IF_ERROR(state_->Init());
   if (options_.t2) {
@@ -68,10 +79,12 @@ absl::Status TierManager::Start() {
     t2_rung.storage = t2_.get();
   }
   state_->AttachPersistent(Tier::kT2, t2_rung);
-  KVTIER_LOG(kInfo, "tiers",
-             "tier manager up: T0 {} slots, T1 {} slots, T2 {} slots, {} blocks recovered",
-             t0_ ? t0_->capacity_slots() : 0, t1_->capacity_slots(),
-             t2_ ? t2_->capacity_slots() : 0, state_->Stats().recovered_blocks);
+  KVTIER_LOG(
+      kInfo, "tiers",
+      "tier manager up: T0 {} slots, T1 {} slots, T2 {} slots, T3 {}, {} blocks recovered",
+      t0_ ? t0_->capacity_slots() : 0, t1_->capacity_slots(), t2_ ? t2_->capacity_slots() : 0,
+      options_.t3 ? fmt::format("{} blocks remembered", options_.t3->capacity_slots()) : "off",
+      state_->Stats().recovered_blocks);
   evictor_ = std::thread([this] { EvictorLoop(); });
   return absl::OkStatus();
 }
@@ -113,6 +126,11 @@ void TierManager::Get(const BlockKey& key, GetDone done) {
 
 void TierManager::Get(const BlockKey& key, Tier target, GetDone done) {
   state_->Get(key, target, std::move(done));
+}
+
+size_t TierManager::ExtendPrefix(absl::Span<const BlockKey> keys, size_t n, uint64_t namespace_id,
+                                 absl::Span<TierMask> tiers) {
+  return state_->ExtendPrefix(keys, n, namespace_id, tiers);
 }
 
 absl::Status TierManager::Release(const BlockKey& key) { return state_->Release(key); }

@@ -30,6 +30,14 @@
 // and counted, never persisted. T2 verifies every read; a block that fails is dropped from T2 (and
 // the index when it has no other copy), counted, and its Get gets DataLoss.
 //
+// The remote tier (T3, TierManagerOptions::t3). The ladder's last rung, key-addressed and shared
+// with the other daemons of a fleet: T2's victims (T1's without a T2) are written there when its
+// admission takes them; a Get of a block whose only copy is there promotes it straight into T1
+// (and on into T0 for a T0 Get), joining concurrent Gets like any promotion; a copy the store
+// lost meanwhile is a plain miss (NotFound) and is forgotten. ExtendPrefix asks it about keys
+// past a lookup's local prefix. While the store is unavailable the rung takes nothing and its
+// reads fail fast; T0-T2 serve as before.
+//
 // Warm restart. Create opens T2 and puts every block T2 recovered into the index (in T2 only).
 //
 // Thread-safety: every method may be called from any thread. Completion callbacks (GetDone) run on
@@ -70,8 +78,9 @@ class TierManager {
 
   BlockIndex& index() const { return *index_; }
   HostTier& t1() const { return *t1_; }
-  NvmeTier* t2() const { return t2_.get(); }    // null without a T2
-  DeviceTier* t0() const { return t0_.get(); }  // null without a T0
+  NvmeTier* t2() const { return t2_.get(); }            // null without a T2
+  DeviceTier* t0() const { return t0_.get(); }          // null without a T0
+  SharedTier* t3() const { return options_.t3.get(); }  // null without a remote tier
 
   // --- Store ---
   // A free slot of `tier` (T1, or T0 when the daemon runs one) for the caller to fill, owned by
@@ -105,6 +114,15 @@ class TierManager {
   // Errors as above, plus FailedPrecondition for T0 without a T0, InvalidArgument for T2, and
   // ResourceExhausted when T0 is full of leased blocks or blocks on their way to T1 (retry).
   void Get(const BlockKey& key, Tier target, GetDone done);
+  // The rest of a lookup (Service::Lookup) once the index found the prefix keys[0, n): asks T3
+  // which of the next keys it holds (at most its max_probe_keys, waiting at most its
+  // probe_budget), records those in the index as T3 copies of `namespace_id` (forgetting older
+  // remote blocks when this daemon's view of the store is full), and returns the new prefix
+  // length, with tiers[i] set for each added block (a block the store lacks but a local tier
+  // holds continues the prefix). Returns n without a T3, or when the store does not answer.
+  // Precondition: tiers.size() >= keys.size().
+  size_t ExtendPrefix(absl::Span<const BlockKey> keys, size_t n, uint64_t namespace_id,
+                      absl::Span<TierMask> tiers);
   // Gives back one lease taken by a successful Get. A block left in no tier is erased with its
   // last lease. Errors: NotFound, FailedPrecondition (no lease held).
   absl::Status Release(const BlockKey& key);

@@ -29,6 +29,12 @@ absl::Status TierManagerOptions::Validate() const {
                       t0->slot_bytes, t1.slot_bytes));
     }
   }
+  KVTIER_RETURN_IF_ERROR(t3_policy.Validate("remote"));
+  if (t3 != nullptr && t3->slot_bytes() != t1.slot_bytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("remote: the remote tier's slot size {} differs from t1.slot_bytes ({})",
+                    t3->slot_bytes(), t1.slot_bytes));
+  }
   KVTIER_RETURN_IF_ERROR(t2_policy.Validate("t2"));  // also without T2: a bad value is a bad file
   if (!t2.has_value()) return absl::OkStatus();
   if (t2->slot_bytes != t1.slot_bytes) {

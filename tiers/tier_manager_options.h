@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -16,14 +17,16 @@
 #include "tiers/host_tier.h"
 #include "tiers/ladder.h"
 #include "tiers/nvme_options.h"
+#include "tiers/shared_tier.h"
 
 namespace kvtier {
 
 // A block move between tiers, as TierManagerOptions::on_move reports it.
 enum class MoveKind : uint8_t {
-  kPromotion,  // for a Get: T2 -> T1, T0 -> T1 (a T1 Get of a block whose only fast copy is in
-               // T0), T1 -> T0 (a T0 Get)
-  kDemotion,   // by the evictor: T1 -> T2 (a write to NVMe), T0 -> T1 (a copy back to host)
+  kPromotion,  // for a Get: T2 -> T1, T3 -> T1, T0 -> T1 (a T1 Get of a block whose only fast
+               // copy is in T0), T1 -> T0 (a T0 Get)
+  kDemotion,   // by the evictor: T1 -> T2 (a write to NVMe), T0 -> T1 (a copy back to host),
+               // T2 -> T3 (or T1 -> T3 without a T2: a write to the remote store)
 };
 struct TierMove {
   MoveKind kind = MoveKind::kPromotion;
@@ -54,6 +57,12 @@ struct TierManagerOptions {
   // t1.slot_bytes so one T1 slot moves to one T2 slot with one DMA.
   std::optional<NvmeTierOptions> t2;
   TierPolicyOptions t2_policy;
+  // Null: no remote tier. Else T3, the ladder's last rung: a store shared by the daemons of a
+  // fleet (shared_tier.h; the daemon opens a RemoteTier, tiers/remote/remote_tier.h). T2's victims
+  // (T1's when there is no T2) are written to it through t3_policy's admission; a read of a block
+  // found only there promotes it straight into T1. Its slot_bytes must equal t1.slot_bytes.
+  std::shared_ptr<SharedTier> t3;
+  TierPolicyOptions t3_policy;
   // Demotions in flight at once, per pair of tiers (T1 -> T2 writes, T0 -> T1 copies); more
   // victims wait for a completion. > 0.
   uint32_t max_demotions_in_flight = 64;

@@ -27,8 +27,10 @@ static_assert(std::endian::native == std::endian::little,
               "the wire format is little-endian and the structs below are memcpy'd as is");
 
 // 1: the first. 2: Welcome carries the T0 section (WelcomeT0). 3: put_begin names its tier (T0 or
-// T1); working slots (work_take, work_publish, work_free); BlockCode kOverQuota.
-inline constexpr uint16_t kProtocolVersion = 3;
+// T1); working slots (work_take, work_publish, work_free); BlockCode kOverQuota. 4: lookup masks
+// may carry bit 3 (T3, the remote tier), and a lookup may take up to the daemon's remote lookup
+// budget; no layout changed.
+inline constexpr uint16_t kProtocolVersion = 4;
 
 // ---- control plane: socket frames ------------------------------------------------------------
 
@@ -187,7 +189,8 @@ enum class Op : uint8_t {
 };
 inline constexpr uint8_t kMaxOp = 11;
 
-// Tier numbers and masks are index/tier.h's: 0 T0, 1 T1, 2 T2.
+// Tier numbers and masks are index/tier.h's: 0 T0, 1 T1, 2 T2, 3 T3 (the remote tier: lookup
+// masks only; gets read from T0 or T1).
 inline constexpr uint8_t kNumTiers = static_cast<uint8_t>(kvtier::kNumTiers);
 
 struct RequestRecord {

@@ -180,7 +180,7 @@ void Print(const char* op, size_t bytes, const Args& a, const Figure& ours, cons
 
 int Main(int argc, char** argv) {
   Args a = Parse(argc, argv);
-  testing::TempDir dir;
+  testing::RedisTempDir dir;
   std::unique_ptr<testing::RedisServer> server;
   if (a.port == 0) {
     auto started = testing::RedisServer::Start(dir.path() + "/server", {});

@@ -69,7 +69,7 @@ static void HugeAndEmptyPayloads(kvtier_client* c, const kvtier_key* keys) {
 /* The working-slot calls' arguments (ABI 6) are checked before anything is sent; the default
  * config has no T0, so T0 is refused too. Nothing here reaches the daemon. */
 static void WorkingSlotArguments(kvtier_client* c) {
-  EXPECT(kvtier_abi_version() == KVTIER_C_ABI_VERSION && KVTIER_C_ABI_VERSION == 6);
+  EXPECT(kvtier_abi_version() == KVTIER_C_ABI_VERSION && KVTIER_C_ABI_VERSION == 7);
   kvtier_block_result results[1];
   EXPECT(kvtier_work_take(c, KVTIER_TIER_T2, 1, results) == 3 && Mentions("tier is 2"));
   EXPECT(kvtier_t0_slots(c) == 0);

@@ -75,10 +75,10 @@ TEST(MalformedRequestTest, EachBadFieldIsNamed) {
          r.result_bytes = 0;
        }},
       {"count 4 (must be 0)", [](RequestRecord& r) { r.op = static_cast<uint8_t>(Op::kStats); }},
-      {"tier 3 not allowed",
+      {"tier 4 not allowed",
        [](RequestRecord& r) {
          r.op = static_cast<uint8_t>(Op::kGet);
-         r.tier = 3;
+         r.tier = 4;
        }},
   };
   for (const Case& c : cases) {

@@ -33,6 +33,7 @@ max_connections = 16
 max_ring_entries = 1024
 max_arena_bytes = "8MiB"
 max_working_slots = 64
+key_scope_file = "/etc/kvtier/fleet.secret"
 [metrics]
 enabled = false
 listen_address = "[::1]:9100"
@@ -46,6 +47,7 @@ expected_entries = 1000
 max_entries = 4096
 [t0]
 enabled = true
+write_through = false
 device = 1
 capacity_bytes = "16GiB"
 free_fraction = 0.25
@@ -91,15 +93,55 @@ s3fifo_small_fraction = 0.3
 [t2.admission]
 policy = "second"
 window_blocks = 5000
+[remote]
+enabled = true
+nodes = ["10.0.0.1:6379", "10.0.0.2:6379"]
+cluster = true
+user = "kvtier"
+password_file = "@PASSWORD_FILE@"
+connect_timeout_ms = 500
+command_timeout_ms = 700
+pool_per_node = 8
+max_pipeline = 32
+reconnect_backoff_min_ms = 50
+reconnect_backoff_max_ms = 900
+breaker_failures = 3
+breaker_open_ms = 300
+breaker_open_max_ms = 9000
+verify_puts = true
+key_prefix = "fleet-a:"
+capacity_bytes = "64GiB"
+threads = 8
+lookup_budget_us = 900
+lookup_max_blocks = 128
+high_watermark = 0.8
+low_watermark = 0.6
+leaf_first = true
+[remote.eviction]
+policy = "fifo"
+s3fifo_small_fraction = 0.25
+[remote.admission]
+policy = "second"
+window_blocks = 700
 )";
+
+// kEveryKey with its password file written into `dir`.
+std::string EveryKeyIn(const TempDir& dir) {
+  std::string text = kEveryKey;
+  const std::string marker = "@PASSWORD_FILE@";
+  text.replace(text.find(marker), marker.size(), dir.Write("password", "secret\n"));
+  return text;
+}
 
 TEST(ConfigFilesTest, EveryKeyRoundTripsThroughPrintConfig) {
   TempDir dir;
-  absl::StatusOr<DaemonConfig> loaded = LoadConfig(dir.Write("every.toml", kEveryKey), {});
+  absl::StatusOr<DaemonConfig> loaded = LoadConfig(dir.Write("every.toml", EveryKeyIn(dir)), {});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const DaemonConfig defaults;
   for (const ConfigKey& key : ConfigKeys()) {
     if (key.name == "t1.admission.policy") continue;  // one choice only: "all", the default
+    // Not together with remote.password_file (which kEveryKey sets); RemotePasswordIsAKey below.
+    if (key.name == "remote.password") continue;
     EXPECT_NE(key.get(*loaded), key.get(defaults)) << key.name << " is not covered by kEveryKey";
   }
   const std::string printed = PrintConfig(*loaded);
@@ -112,6 +154,30 @@ TEST(ConfigFilesTest, EveryKeyRoundTripsThroughPrintConfig) {
   EXPECT_EQ(again->tiers.max_demotions_in_flight, 16u);
   EXPECT_EQ(again->daemon.socket_mode, 0600u);
   EXPECT_EQ(again->daemon.log_level, log::Level::kDebug);
+}
+
+TEST(ConfigFilesTest, RemotePasswordIsAKey) {
+  TempDir dir;
+  absl::StatusOr<DaemonConfig> loaded = LoadConfig(
+      dir.Write("remote.toml", "[remote]\nenabled = true\nnodes = [\"h:1\"]\npassword = \"pw\"\n"),
+      {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->remote.store.password, "pw");
+}
+
+TEST(ConfigFilesTest, BadRemoteKeysAreEachNamedWithTheirPlace) {
+  TempDir dir;
+  const std::string path =
+      dir.Write("remote.toml",
+                "[remote]\nenabled = true\nnodes = [\"nohost\"]\ncapacity_bytes = \"1000\"\n"
+                "threads = 0\ncluster = \"maybe\"\n");
+  const absl::Status s = LoadConfig(path, {}).status();
+  ASSERT_FALSE(s.ok());
+  const std::string m(s.message());
+  EXPECT_NE(m.find("remote.nodes[0]"), std::string::npos) << m;
+  EXPECT_NE(m.find("remote.capacity_bytes"), std::string::npos) << m;
+  EXPECT_NE(m.find("remote.threads: 0 is not in [1, 256]"), std::string::npos) << m;
+  EXPECT_NE(m.find(path + ":6: remote.cluster: 'maybe'"), std::string::npos) << m;
 }
 
 TEST(ConfigFilesTest, DefaultTomlIsWhatPrintConfigPrintsForTheDefaults) {

@@ -341,6 +341,22 @@ TEST(KeyScopeTest, TheSecretPersistsAndScopesDifferByNamespaceAndSecret) {
   EXPECT_NE(bad.message().find(path), std::string::npos);
 }
 
+// A fleet's daemons load one secret file: the same keys on every host, namespaces apart as on one.
+TEST(KeyScopeTest, ASharedSecretFileGivesEveryDaemonTheSameKeysAndIsNeverMadeUp) {
+  TempDir tmp;
+  const std::string path = tmp.path() + "/fleet.secret";
+  const absl::Status missing = KeyScope::Load(path, /*must_exist=*/true).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.message().find(path + ": no such file"), std::string::npos) << missing;
+  EXPECT_FALSE(std::ifstream(path).good());  // not created
+  std::ofstream(path, std::ios::binary) << std::string(KeyScope::kSecretBytes, 'k');
+  auto host_a = KeyScope::Load(path, true), host_b = KeyScope::Load(path, true);
+  ASSERT_TRUE(host_a.ok() && host_b.ok());
+  const BlockKey root_a = NamespaceRoot(Ns("a")), root_b = NamespaceRoot(Ns("b"));
+  EXPECT_EQ(host_a->Scope(root_a, K(7)), host_b->Scope(root_a, K(7)));
+  EXPECT_NE(host_a->Scope(root_a, K(7)), host_b->Scope(root_b, K(7)));
+}
+
 TEST(LookupRecorderTest, RecordedLookupsReplay) {
   TempDir tmp;
   const std::string path = tmp.path() + "/lookups.jsonl";

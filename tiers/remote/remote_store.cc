@@ -274,6 +274,37 @@ absl::Status RemoteStore::Exists(absl::Span<const BlockKey> keys,
   });
 }
 
+absl::Status RemoteStore::Probe(absl::Span<const BlockKey> keys, absl::Span<RemoteOutcome> present,
+                                absl::Span<uint32_t> payload_bytes) {
+  if (present.size() != keys.size() || payload_bytes.size() != keys.size()) {
+    return absl::InvalidArgumentError(
+        fmt::format("remote: Probe: {} keys but room for {} answers and {} sizes", keys.size(),
+                    present.size(), payload_bytes.size()));
+  }
+  Counters::Add(counters_->exists_items, keys.size());
+  std::vector<std::string> store_keys(keys.size()), commands(keys.size());
+  std::vector<RespRequest> requests(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    present[i] = RemoteOutcome::kError;
+    payload_bytes[i] = 0;
+    store_keys[i] = StoreKey(keys[i]);
+    commands[i] = FormatCommand({"STRLEN", store_keys[i]});
+    requests[i] = RespRequest{store_keys[i], commands[i], "STRLEN"};
+  }
+  return Run(Op::kExists, requests, [&](size_t i, const RespAnswer& answer) {
+    KVTIER_ASSIGN_OR_RETURN(int64_t n,
+                            ExpectInteger(*answer.node, "STRLEN", *answer.reply, 0, INT64_MAX));
+    const uint64_t bytes = static_cast<uint64_t>(n);
+    const bool value = bytes > kRemoteHeaderBytes && bytes - kRemoteHeaderBytes <= UINT32_MAX;
+    present[i] = value ? RemoteOutcome::kHit : RemoteOutcome::kMiss;
+    if (value) {
+      payload_bytes[i] = static_cast<uint32_t>(bytes - kRemoteHeaderBytes);
+      Counters::Add(counters_->exists_found);
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::Status RemoteStore::Delete(absl::Span<const BlockKey> keys) {
   Counters::Add(counters_->delete_items, keys.size());
   std::vector<std::string> store_keys(keys.size()), commands(keys.size());

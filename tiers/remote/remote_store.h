@@ -105,6 +105,12 @@ class RemoteStore {
   // present[i] = kHit / kMiss / kError for keys[i] (EXISTS, pipelined). present.size() ==
   // keys.size(). A key present here may still be evicted before a Get.
   absl::Status Exists(absl::Span<const BlockKey> keys, absl::Span<RemoteOutcome> present);
+  // Exists with sizes, for the daemon's lookups (STRLEN, pipelined): payload_bytes[i] = the
+  // payload size the value of keys[i] claims (its length less the header), 0 when absent or too
+  // short to be a value; present[i] as for Exists. Counted as exists_items / exists_found, timed
+  // in exists_latency. The size is a claim: a Get still verifies the value.
+  absl::Status Probe(absl::Span<const BlockKey> keys, absl::Span<RemoteOutcome> present,
+                     absl::Span<uint32_t> payload_bytes);
   // Deletes every key (DEL, pipelined); a key not there is not an error.
   absl::Status Delete(absl::Span<const BlockKey> keys);
 

@@ -48,6 +48,7 @@ class Tier(enum.IntFlag):
     T0 = 1  # GPU HBM
     T1 = 2  # pinned host DRAM
     T2 = 4  # NVMe
+    T3 = 8  # the remote tier: a store the daemons of a fleet share (lookups only; gets copy to T1)
 
 
 class WorkItem(NamedTuple):

@@ -78,7 +78,7 @@ std::string RedisSkipReason() {
   return "";
 }
 
-uint16_t PickFreePort() {
+uint16_t PickRedisPort() {
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const uint16_t port = TryBind(0);
     if (port != 0 && port < 55000 && TryBind(static_cast<uint16_t>(port + 10000)) != 0) {
@@ -88,13 +88,13 @@ uint16_t PickFreePort() {
   return 0;
 }
 
-TempDir::TempDir() {
+RedisTempDir::RedisTempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/kvtier-redis-XXXXXX";
   if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
 }
 
-TempDir::~TempDir() {
+RedisTempDir::~RedisTempDir() {
   std::error_code ignored;
   if (!path_.empty()) fs::remove_all(path_, ignored);
 }
@@ -102,7 +102,7 @@ TempDir::~TempDir() {
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(const std::string& dir,
                                                                 std::vector<std::string> config,
                                                                 uint16_t port) {
-  if (port == 0) port = PickFreePort();
+  if (port == 0) port = PickRedisPort();
   std::error_code error;
   fs::create_directories(dir, error);
   const std::string conf = dir + "/redis.conf";

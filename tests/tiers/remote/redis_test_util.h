@@ -24,13 +24,13 @@ namespace kvtier::testing {
 std::string RedisSkipReason();
 
 // A free loopback port p such that p + 10000 (a cluster node's bus port) is free too.
-uint16_t PickFreePort();
+uint16_t PickRedisPort();
 
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it by the destructor.
-class TempDir {
+class RedisTempDir {
  public:
-  TempDir();
-  ~TempDir();
+  RedisTempDir();
+  ~RedisTempDir();
   const std::string& path() const { return path_; }
 
  private:
@@ -39,7 +39,7 @@ class TempDir {
 
 class RedisServer {
  public:
-  // Starts redis-server on `port` (0: PickFreePort()) with its files in `dir` (created) and the
+  // Starts redis-server on `port` (0: PickRedisPort()) with its files in `dir` (created) and the
   // extra config lines given (e.g. "maxmemory 8mb"); returns once it answers PING.
   static absl::StatusOr<std::unique_ptr<RedisServer>> Start(const std::string& dir,
                                                             std::vector<std::string> config,

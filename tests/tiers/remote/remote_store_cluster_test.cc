@@ -48,7 +48,7 @@ class RemoteClusterTest : public ::testing::Test {
     return (*reply)->integer;
   }
 
-  TempDir dir_;
+  RedisTempDir dir_;
   std::unique_ptr<RedisCluster> cluster_;
 };
 

@@ -31,7 +31,7 @@ class RemoteStandaloneTest : public ::testing::Test {
     return store.ok() ? std::move(*store) : nullptr;
   }
 
-  TempDir dir_;
+  RedisTempDir dir_;
   std::unique_ptr<RedisServer> server_;
 };
 
@@ -172,7 +172,7 @@ TEST_F(RemoteStandaloneTest, AclUserWithTheRightPasswordWorksAndAWrongOneIsAClea
 }
 
 TEST_F(RemoteStandaloneTest, AStoreDownAtStartOpensTheBreakerAndIsPickedUpWhenItComesBack) {
-  const uint16_t port = PickFreePort();
+  const uint16_t port = PickRedisPort();
   auto store = OpenStore(TestStoreOptions({"127.0.0.1:" + std::to_string(port)}));
   const std::vector<BlockKey> keys = TestKeys(4, 6);
   // Every call fails; after breaker_failures (3) in a row the breaker opens and calls fail fast.

@@ -72,7 +72,7 @@ TEST(RemoteOptions, ValidateNamesEveryBadSetting) {
 }
 
 TEST(RemoteOptions, PasswordFileIsReadAndExclusiveWithPassword) {
-  testing::TempDir dir;
+  testing::RedisTempDir dir;
   const std::string path = dir.path() + "/pw";
   std::ofstream(path) << "s3cret\n";
   RemoteStoreOptions o;
