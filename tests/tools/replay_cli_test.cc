@@ -99,6 +99,23 @@ TEST(ReplayCliTest, TierSpecErrorsNameTheTierAndTheKey) {
                    "opt");
   ExpectUsageError({"--trace", trace, "--tier", "capacity=8", "--capacity-blocks", "8"},
                    "exclusive");
+  ExpectUsageError({"--trace", trace, "--tier", "name=T1,capacity=8", "--tier",
+                    "name=T3,capacity=8,climb_to=T9"},
+                   "--tier #2 (T3): climb_to: no tier above it is named 'T9'");
+  ExpectUsageError({"--trace", trace, "--tier", "name=T3,capacity=8,latency_us=soon"},
+                   "--tier #1 (T3): latency_us");
+}
+
+// A remote tier's keys (kvtierd's T3): its latency is reported with the cost model.
+TEST(ReplayCliTest, ARemoteTierHasALatencyAndAClimbTarget) {
+  const CliResult r = RunReplay({"--trace", SmallTrace(), "--block-bytes", "1000", "--json",
+                                 "--tier", "name=T1,capacity=1", "--tier", "name=T2,capacity=1",
+                                 "--tier", "name=T3,capacity=8,latency_us=300,climb_to=T1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["tiers"].size(), 3u);
+  EXPECT_DOUBLE_EQ(j["ttft"]["read_latency_us"][2].get<double>(), 300.0);
+  EXPECT_DOUBLE_EQ(j["ttft"]["read_latency_us"][0].get<double>(), 0.0);
 }
 
 TEST(ReplayCliTest, MalformedTraceExitsOneWithFileAndLine) {

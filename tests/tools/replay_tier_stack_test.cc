@@ -91,6 +91,24 @@ TEST(TierStackTest, AReadClimbsOneTierAtATime) {
   EXPECT_EQ((*stack)->counters(1).promoted, 1u);
 }
 
+// A remote tier below NVMe (the daemon's T3): its copies climb straight into the host tier, never
+// through T2, and its round trip costs a request once.
+TEST(TierStackTest, ARemoteTiersReadsClimbStraightToTheTierItNames) {
+  TierConfig remote = Tier("T3", 8);
+  remote.climb_to = 0;
+  absl::StatusOr<std::unique_ptr<TierStack>> stack =
+      TierStack::Create({Tier("T1", 1), Tier("T2", 1), remote}, kGhosts);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  (*stack)->Reference(kA, kNoParent);
+  (*stack)->Reference(kB, kNoParent);  // A: T1 -> T2
+  (*stack)->Reference(kC, kNoParent);  // B: T1 -> T2, A: T2 -> T3
+  EXPECT_EQ((*stack)->ResidentMask(kA), 0b100);
+  (*stack)->Reference(kA, kNoParent);  // T3 -> T1, not through T2
+  EXPECT_EQ((*stack)->ResidentMask(kA) & 0b011, 0b001);
+  EXPECT_EQ((*stack)->counters(2).promoted, 1u);
+  EXPECT_EQ((*stack)->counters(1).promoted, 0u);
+}
+
 TEST(TierStackTest, WatermarksShedDownToTheLowOne) {
   TierConfig tier = Tier("T0", 10);
   tier.high_watermark = 0.8;
@@ -198,6 +216,19 @@ TEST(SimulatorTiersTest, TtftSavingIsPrefillTimeMinusReadTime) {
   r = Simulate(trace, {Tier("T0", 8)}, options);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->ttft_saving_s, 0.0);
+}
+
+TEST(SimulatorTiersTest, ATiersLatencyCostsEachRequestThatReadsFromItOnce) {
+  // As above, with 5 ms of latency per request reading T0: 0.18 - 0.005 s.
+  const Trace trace = testing::MakeTrace({{1, 2}, {1, 2}}, 100);
+  SimOptions options;
+  options.block_bytes = 100'000'000;
+  options.cost.prefill_tokens_per_s = 1000;
+  options.cost.read_gbps = {10};
+  options.cost.read_latency_s = {0.005};
+  absl::StatusOr<SimResult> r = Simulate(trace, {Tier("T0", 8)}, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->ttft_saving_s, 0.175, 1e-9);
 }
 
 }  // namespace

@@ -30,6 +30,12 @@ absl::Status CostModel::Validate() const {
           fmt::format("--read-gbps: tier {} must be > 0, got {}", t, read_gbps[t]));
     }
   }
+  for (size_t t = 0; t < read_latency_s.size(); ++t) {
+    if (!(read_latency_s[t] >= 0)) {
+      return absl::InvalidArgumentError(fmt::format("--tier #{}: latency_us must be >= 0, got {}",
+                                                    t + 1, read_latency_s[t] * 1e6));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -37,7 +43,9 @@ double CostModel::RequestSaving(uint64_t tokens_saved,
                                 absl::Span<const uint64_t> bytes_loaded) const {
   double saving = static_cast<double>(tokens_saved) / prefill_tokens_per_s;
   for (size_t t = 0; t < bytes_loaded.size(); ++t) {
-    if (bytes_loaded[t] != 0) saving -= static_cast<double>(bytes_loaded[t]) / ReadBytesPerS(t);
+    if (bytes_loaded[t] == 0) continue;
+    saving -= static_cast<double>(bytes_loaded[t]) / ReadBytesPerS(t);
+    if (t < read_latency_s.size()) saving -= read_latency_s[t];
   }
   return std::max(saving, 0.0);
 }

@@ -1,6 +1,8 @@
 // The simple time-to-first-token model of `kvtier replay`: a prefix hit saves the prefill of its
-// tokens but costs reading its KV from the tier that held it. Both rates are operator flags; the
-// defaults are the figures DESIGN.md measured or argues for (see kDefault* below).
+// tokens but costs reading its KV from the tier that held it: bytes / the tier's read bandwidth,
+// plus, once per request that reads from it, the tier's latency (a remote store's round trip;
+// 0 for local tiers by default). The rates are operator flags; the defaults are the figures
+// DESIGN.md measured or argues for (see kDefault* below).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,9 @@ inline constexpr double kDefaultReadGbps[] = {3000, 50, 1.7};
 struct CostModel {
   double prefill_tokens_per_s = kDefaultPrefillTokensPerS;
   std::vector<double> read_gbps;  // per tier; empty or short = defaults
+  // Per tier, seconds added once to a request that reads any of its blocks from that tier; empty
+  // or short = 0.
+  std::vector<double> read_latency_s;
 
   // The read bandwidth of `tier` in bytes per second.
   double ReadBytesPerS(size_t tier) const;
@@ -30,7 +35,8 @@ struct CostModel {
   absl::Status Validate() const;
 
   // Seconds saved by one request: tokens_saved / prefill rate minus the time to read
-  // bytes_loaded[t] from each tier t; never below zero (an engine would recompute instead).
+  // bytes_loaded[t] from each tier t (and its latency when bytes_loaded[t] > 0); never below zero
+  // (an engine would recompute instead).
   double RequestSaving(uint64_t tokens_saved, absl::Span<const uint64_t> bytes_loaded) const;
 };
 

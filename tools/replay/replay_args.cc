@@ -72,10 +72,19 @@ absl::Status ApplyTierKey(const std::string& where, const std::string& key,
     KVTIER_ASSIGN_OR_RETURN(spec->config.low_watermark, ParsePositive(at, value));
   } else if (key == "read_gbps" || key == "read-gbps") {
     KVTIER_ASSIGN_OR_RETURN(spec->read_gbps, ParsePositive(at, value));
+  } else if (key == "latency_us" || key == "latency-us") {
+    std::optional<double> v = ParseNumber(value);
+    if (!v)
+      return absl::InvalidArgumentError(at + ": expected microseconds >= 0, got '" + value + "'");
+    spec->latency_us = *v;
+  } else if (key == "climb_to" || key == "climb-to") {
+    if (value.empty()) return absl::InvalidArgumentError(at + ": empty tier name");
+    spec->climb_to = value;
   } else {
     return absl::InvalidArgumentError(
         fmt::format("{}: unknown key '{}' (known: name, capacity, policy, admission, "
-                    "admission_window, leaf_first, high_watermark, low_watermark, read_gbps)",
+                    "admission_window, leaf_first, high_watermark, low_watermark, read_gbps, "
+                    "latency_us, climb_to)",
                     where, key));
   }
   return absl::OkStatus();

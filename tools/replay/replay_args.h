@@ -5,7 +5,10 @@
 //   --tier "name=T1,capacity=10GiB,policy=s3fifo,admission=second,leaf_first,read_gbps=50"
 // Keys: name (default T<index>), capacity (required), policy and admission (default --policy and
 // --admission), admission_window (default --admission-window), leaf_first[=true|false] (default
-// --leaf-first), read_gbps (default --read-gbps).
+// --leaf-first), read_gbps (default --read-gbps), latency_us (added once per request reading
+// from the tier; default 0), climb_to (the name of a tier above that a read's copy from this one
+// enters first; default the next one up). A remote tier, as the daemon's T3:
+//   --tier "name=T3,capacity=1TiB,read_gbps=1.2,latency_us=300,climb_to=T1"
 // Capacities: "20000" blocks; "10GiB", "1.5TB", "512MiB", "4096B" bytes (need the block size);
 // "5%" of the trace's unique blocks.
 #pragma once
@@ -37,6 +40,8 @@ struct TierSpec {
   TierConfig config;  // capacity_blocks unset until resolved
   Capacity capacity;
   std::optional<double> read_gbps;
+  double latency_us = 0;
+  std::string climb_to;  // a tier name; empty: the next one up
 };
 
 // Defaults that a --tier spec inherits for keys it omits.

@@ -56,6 +56,7 @@ absl::Status RunReplay(const ReplayPlan& plan, const Trace& trace, const Resolve
     }
     ReplayReport report = NewReport(plan, trace, resolved.block_bytes);
     report.cost.read_gbps = resolved.read_gbps;
+    report.cost.read_latency_s = resolved.read_latency_s;
     SimOptions options;
     options.cost = report.cost;
     options.block_bytes = resolved.block_bytes;

@@ -37,7 +37,9 @@ void AddReplayFlags(CLI::App& sub, ReplayFlags* f) {
   sub.add_option("--tier", f->tiers,
                  "A tier, top first; repeat for a stack. SPEC = name=T1,capacity=10GiB|20000|5%,"
                  "policy=s3fifo,admission=second,leaf_first,read_gbps=50 (omitted keys take "
-                 "--policy/--admission/--leaf-first/--read-gbps)")
+                 "--policy/--admission/--leaf-first/--read-gbps); a remote tier adds "
+                 "latency_us=300 (per request reading it) and climb_to=T1 (its reads enter T1 "
+                 "first, as kvtierd's T3)")
       ->option_text("SPEC")
       ->allow_extra_args(false);
   sub.add_option("--put-tier", f->put_tier,

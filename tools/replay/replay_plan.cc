@@ -197,6 +197,21 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const ReplayFlags& flags) {
   return plan;
 }
 
+namespace {
+
+// The index of the tier a --tier spec's climb_to names: one above it; -1 when not given.
+absl::StatusOr<int> ClimbTarget(const ReplayPlan& plan, size_t i, const std::string& where) {
+  const std::string& name = plan.tiers[i].climb_to;
+  if (name.empty()) return -1;
+  for (size_t above = 0; above < i; ++above) {
+    if (plan.tiers[above].config.name == name) return static_cast<int>(above);
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("{}: climb_to: no tier above it is named '{}'", where, name));
+}
+
+}  // namespace
+
 absl::StatusOr<ResolvedTiers> ResolveTiers(const ReplayPlan& plan, const Trace& trace) {
   ResolvedTiers out;
   out.block_bytes = BlockBytes(plan, trace.block_tokens);
@@ -206,11 +221,13 @@ absl::StatusOr<ResolvedTiers> ResolveTiers(const ReplayPlan& plan, const Trace& 
                                   ? "capacity"
                                   : fmt::format("--tier #{} ({})", i + 1, spec.config.name);
     TierConfig tier = spec.config;
+    KVTIER_ASSIGN_OR_RETURN(tier.climb_to, ClimbTarget(plan, i, where));
     KVTIER_ASSIGN_OR_RETURN(
         tier.capacity_blocks,
         ResolveCapacity(where, spec.capacity, out.block_bytes, trace.num_blocks()));
     out.tiers.push_back(std::move(tier));
     out.read_gbps.push_back(spec.read_gbps ? *spec.read_gbps : plan.cost.ReadBytesPerS(i) / 1e9);
+    out.read_latency_s.push_back(spec.latency_us * 1e-6);
   }
   for (const Capacity& c : plan.sweep_capacities) {
     KVTIER_ASSIGN_OR_RETURN(uint64_t blocks, ResolveCapacity("--sweep-capacities", c,

@@ -71,8 +71,9 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const ReplayFlags& flags);
 
 struct ResolvedTiers {
   std::vector<TierConfig> tiers;
-  uint64_t block_bytes = 0;       // 0 = unknown
-  std::vector<double> read_gbps;  // one per tier
+  uint64_t block_bytes = 0;            // 0 = unknown
+  std::vector<double> read_gbps;       // one per tier
+  std::vector<double> read_latency_s;  // one per tier
   std::vector<uint64_t> sweep_capacities;
 };
 

@@ -77,6 +77,14 @@ std::vector<double> ReadGbps(const CostModel& cost, size_t tiers) {
   return gbps;
 }
 
+std::vector<double> ReadLatencyUs(const CostModel& cost, size_t tiers) {
+  std::vector<double> us;
+  for (size_t t = 0; t < tiers; ++t) {
+    us.push_back(t < cost.read_latency_s.size() ? cost.read_latency_s[t] * 1e6 : 0.0);
+  }
+  return us;
+}
+
 std::string CostLine(const ReplayReport& report) {
   const SimResult& r = report.result;
   std::string gbps;
@@ -84,10 +92,16 @@ std::string CostLine(const ReplayReport& report) {
     gbps += fmt::format("{}{} {:g}", t ? ", " : "", r.tiers[t].name,
                         report.cost.ReadBytesPerS(t) / 1e9);
   }
+  std::string latency;
+  for (size_t t = 0; t < r.tiers.size() && t < report.cost.read_latency_s.size(); ++t) {
+    if (report.cost.read_latency_s[t] == 0) continue;
+    latency += fmt::format("{}{} {:g} us", latency.empty() ? "; latency per request " : ", ",
+                           r.tiers[t].name, report.cost.read_latency_s[t] * 1e6);
+  }
   std::string line = fmt::format(
       "estimated TTFT saving: {:.1f} s in total, {:.2f} ms per request (prefill {:g} tokens/s; "
-      "read GB/s {})",
-      r.ttft_saving_s, MeanSavingMs(r), report.cost.prefill_tokens_per_s, gbps);
+      "read GB/s {}{})",
+      r.ttft_saving_s, MeanSavingMs(r), report.cost.prefill_tokens_per_s, gbps, latency);
   if (report.block_bytes == 0)
     line += "\n  (block size unknown: read times not counted; give --model or --block-bytes)";
   return line;
@@ -127,6 +141,7 @@ nlohmann::json ReportJson(const ReplayReport& report) {
   j["prefill_tokens_saved"] = r.tokens_saved;
   j["ttft"] = {{"prefill_tokens_per_s", report.cost.prefill_tokens_per_s},
                {"read_gbps", ReadGbps(report.cost, r.tiers.size())},
+               {"read_latency_us", ReadLatencyUs(report.cost, r.tiers.size())},
                {"total_saving_s", r.ttft_saving_s},
                {"mean_saving_ms_per_request", MeanSavingMs(r)}};
   nlohmann::json tiers = nlohmann::json::array();

@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<TierStack>> TierStack::Create(const std::vector<T
     rung.policy.leaf_first = tier.leaf_first;
     rung.policy.high_watermark = tier.high_watermark;
     rung.policy.low_watermark = tier.low_watermark;
+    rung.climb_to = tier.climb_to;
     rungs.push_back(std::move(rung));
   }
   std::unique_ptr<TierStack> stack(new TierStack(ghost_keys));

@@ -54,6 +54,9 @@ struct TierConfig {
   // one block whenever the tier is over its capacity.
   double high_watermark = 1.0;
   double low_watermark = 1.0;
+  // The tier a read's copy from this one enters first (tiers/ladder.h RungOptions::climb_to); -1:
+  // the next one up. A remote tier below NVMe names the host tier, as the daemon's T3 does.
+  int climb_to = -1;
 };
 
 // Where the simulated client puts new blocks and reads blocks into (indexes into the stack).
