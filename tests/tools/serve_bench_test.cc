@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -314,6 +316,62 @@ TEST_F(ServeBenchTest, DurationKeepsTheRecordsDueInTimeAndEachRequestGetsALine) 
     EXPECT_EQ(q["error_kind"], "");
   }
   EXPECT_EQ(n, due);
+}
+
+// --sample-conversations keeps whole conversations: of the first 300 records (21 of which are a
+// later turn of an earlier one), some but not all are sent, two records of one conversation (the
+// same second hash id) are both sent or neither, and some conversation is sent with its later
+// turns.
+TEST_F(ServeBenchTest, SampledConversationsAreKeptWhole) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  RequireServer();
+  const std::vector<Json> records = FirstRecords(300);
+  const fs::path lines = TempRoot() / "sampled.jsonl";
+  const ToolRun run = RunBench({"--trace",
+                                RealTrace(),
+                                "--port",
+                                Port(),
+                                "--vocab-size",
+                                std::to_string(vocab_),
+                                "--max-requests",
+                                "300",
+                                "--sample-conversations",
+                                "3",
+                                "--time-scale",
+                                "0",
+                                "--max-in-flight",
+                                "8",
+                                "--block-tokens",
+                                "2",
+                                "--max-output-tokens",
+                                "1",
+                                "--progress",
+                                "0",
+                                "--json",
+                                "--requests-out",
+                                lines.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::ifstream in(lines);
+  std::set<uint64_t> sent_lines;
+  for (std::string line; std::getline(in, line);) {
+    sent_lines.insert(Json::parse(line)["line"].get<uint64_t>());
+  }
+  EXPECT_GT(sent_lines.size(), 0u);
+  EXPECT_LT(sent_lines.size(), records.size());
+  EXPECT_EQ(Json::parse(run.out)["requests"], sent_lines.size());
+  std::map<uint64_t, bool> conversations;  // second hash id -> sent
+  int later_turns_sent = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const Json& ids = records[i]["hash_ids"];
+    const uint64_t conversation = ids[ids.size() > 1 ? 1 : 0].get<uint64_t>();
+    const bool sent = sent_lines.count(i + 1) > 0;
+    auto [it, first] = conversations.emplace(conversation, sent);
+    if (!first) {
+      EXPECT_EQ(it->second, sent) << "trace line " << i + 1;
+      later_turns_sent += sent;
+    }
+  }
+  EXPECT_GT(later_turns_sent, 0);
 }
 
 // A server that refuses every request (an unknown model: 404): each is counted as an error of its

@@ -35,7 +35,8 @@ struct Flags {
   uint64_t max_requests = 0;
   double duration_s = 0;
   double time_scale = 1;
-  uint32_t block_tokens = 0;  // 0: the trace's
+  uint32_t sample_conversations = 1;  // keep 1 in N conversations
+  uint32_t block_tokens = 0;          // 0: the trace's
   int64_t max_prompt_tokens = 0, max_output_tokens = 0;
   int max_in_flight = 0;
   uint64_t seed = 0;
@@ -64,6 +65,13 @@ void AddFlags(CLI::App* cmd, Flags* f) {
                   "Multiply the trace's arrival times by this (0.1: ten times faster; 0: all at "
                   "once)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--sample-conversations", f->sample_conversations,
+                  "Keep 1 in N conversations, whole, at their arrival times: a request belongs to "
+                  "the conversation of its second hash id (the first is the trace's shared system "
+                  "prompt; a later turn starts with the earlier ones). Thins the load a long "
+                  "window of the trace offers while keeping its reuse")
+      ->check(CLI::Range(1u, 1u << 20))
       ->capture_default_str();
   cmd->add_option("--block-tokens", f->block_tokens,
                   "Prompt tokens per hash id (default: the trace's, 512 for Mooncake); prompt "
@@ -178,11 +186,22 @@ struct Plan {
   std::vector<SentRequest> sent;
 };
 
+// Whether --sample-conversations keeps `r`: a fixed mix of its conversation's id (the second hash
+// id, or the only one), the same in every run and on every machine.
+bool KeptBySample(const TraceRequest& r, uint32_t one_in) {
+  if (one_in <= 1 || r.hash_ids.empty()) return true;
+  uint64_t x = r.hash_ids[std::min<size_t>(1, r.hash_ids.size() - 1)] + 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;  // splitmix64's finalizer
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return (x ^ (x >> 31)) % one_in == 0;
+}
+
 Plan MakePlan(BenchTrace trace, const Flags& f, const PromptOptions& options) {
   Plan p;
   double first = std::numeric_limits<double>::infinity();
   for (const TraceRequest& r : trace.requests) first = std::min(first, r.timestamp_ms);
   for (TraceRequest& r : trace.requests) {
+    if (!KeptBySample(r, f.sample_conversations)) continue;
     const double at = (r.timestamp_ms - first) / 1000 * f.time_scale;
     if (f.duration_s > 0 && at > f.duration_s) continue;
     p.arrivals_s.push_back(at);
