@@ -152,6 +152,14 @@ void DaemonKvBlocks::DropPending(uint64_t id) {
   st.pending_from.clear();
 }
 
+bool DaemonKvBlocks::GiveBackUnadmitted() {
+  auto it = states_.find(pending_owner_);
+  if (pending_owner_ == 0 || it == states_.end()) return false;
+  const bool held = !it->second.pending_slots.empty() || it->second.load_ticket != 0;
+  DropPending(std::exchange(pending_owner_, 0));
+  return held;
+}
+
 int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   // One sequence at a time waits with a leased prefix (the one the scheduler tries to admit):
   // leases kept for sequences pushed back in the queue would pin the tier until it is all ours.

@@ -108,6 +108,8 @@ class DaemonKvBlocks final : public KvBlocks {
   absl::Status status() const override { return status_; }
   // The tier's other blocks may be evicted, and other clients may give slots back.
   bool MayMakeRoomLater() const override { return true; }
+  // Releases the waiting sequence's leased prefix, or gives up its load.
+  bool GiveBackUnadmitted() override;
 
   const DaemonKvBlocksStats& stats() const { return stats_; }
   // Promote prefixes on `loader` (its own connection, in this client's namespace and the pool's

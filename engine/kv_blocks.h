@@ -69,6 +69,11 @@ class KvBlocks {
   // block table; num_computed_tokens becomes 0. For a sequence that holds nothing, only the latter.
   virtual void Release(Sequence& seq) = 0;
 
+  // Gives back what the "can I" calls prepared for a waiting sequence that was not admitted
+  // (DaemonKvBlocks: its leased or loading prefix), so that a running sequence may have that room;
+  // the sequence asks again when it is next tried. True when something was given back.
+  virtual bool GiveBackUnadmitted() { return false; }
+
   // The first error a "do it" call met and could not return (the daemon went away, say); the
   // engine stops stepping on it. OK for implementations that cannot fail.
   virtual absl::Status status() const { return absl::OkStatus(); }

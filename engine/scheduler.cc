@@ -69,6 +69,7 @@ bool Scheduler::ScheduleRunning(size_t i, int64_t& budget, StepPlan& plan) {
     n = std::max<int64_t>(1, ChunkThatFits(seq, start, n));  // a prefill shrinks to the room first
     need = blocks_.SlotsToGrow(seq, start + n);
   }
+  if (!blocks_.CanTake(need) && blocks_.GiveBackUnadmitted()) ++stats_.prefixes_given_back;
   if (!blocks_.CanTake(need) && blocks_.MayMakeRoomLater() &&
       seq.room_waits() < kRoomPatienceSteps) {
     seq.set_room_waits(seq.room_waits() + 1);  // sits this step out; the others go on

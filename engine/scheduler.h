@@ -7,8 +7,11 @@
 //     When the pool cannot hold a sequence's next tokens, the most recently admitted running
 //     sequence is preempted (its blocks released, back to the front of the waiting queue), until
 //     the sequence fits or is itself the one preempted.
+//     A running sequence that cannot grow first takes back what a waiting sequence's prefix holds
+//     (KvBlocks::GiveBackUnadmitted: running sequences come before waiting ones, and a leased
+//     prefix that was not admitted must not push them out).
 //     On KV blocks that may make room later (the daemon's tier: KvBlocks::MayMakeRoomLater), a
-//     running sequence that cannot grow first sits out up to kRoomPatienceSteps steps while the
+//     running sequence that still cannot grow sits out up to kRoomPatienceSteps steps while the
 //     others run (the daemon frees unleased blocks meanwhile), and only then preempts: a
 //     preempted sequence's resumption promotes its whole prefix back into the tier, so
 //     preempting at the first shortage thrashed (docs/benchmarks.md, the trace served on kvtierd).
@@ -82,6 +85,7 @@ struct SchedulerStats {
   int64_t computed_tokens = 0;  // run through the model
   int64_t cached_tokens = 0;    // taken from the prefix cache at admission
   int64_t preemptions = 0;
+  int64_t prefixes_given_back = 0;  // waiting prefixes given back for a running sequence's room
 };
 
 class Scheduler {

@@ -255,6 +255,17 @@ class RoomLaterBlocks final : public KvBlocks {
   void Give() { withheld_ = 0; }
   // The next `n` prefix questions answer kPrefixLoading (a prefix on its way into the pool).
   void LoadFor(int n) { loading_ = n; }
+  // Each prefix question of a sequence with this id leases `slots` of the free ones (a prefix
+  // promoted into the tier) until GiveBackUnadmitted or its admission.
+  void LeasePrefixOf(uint64_t id, int32_t slots) {
+    leasing_id_ = id;
+    lease_slots_ = slots;
+  }
+  bool GiveBackUnadmitted() override {
+    if (leased_ == 0) return false;
+    withheld_ -= std::exchange(leased_, 0);
+    return true;
+  }
   int64_t block_tokens() const override { return pool_.block_tokens(); }
   int32_t num_slots() const override { return pool_.num_slots(); }
   int32_t free_slots() const override { return pool_.free_slots() - withheld_; }
@@ -262,6 +273,10 @@ class RoomLaterBlocks final : public KvBlocks {
     if (loading_ > 0) {
       --loading_;
       return kPrefixLoading;
+    }
+    if (seq.id() == leasing_id_ && leased_ == 0) {
+      leased_ = lease_slots_;
+      withheld_ += leased_;
     }
     return pool_.CachedPrefixBlocks(seq);
   }
@@ -272,7 +287,10 @@ class RoomLaterBlocks final : public KvBlocks {
     return pool_.SlotsToGrow(seq, end);
   }
   bool CanTake(int64_t slots) override { return free_slots() >= slots; }
-  void Admit(Sequence& seq, int64_t cached, int64_t end) override { pool_.Admit(seq, cached, end); }
+  void Admit(Sequence& seq, int64_t cached, int64_t end) override {
+    if (seq.id() == leasing_id_) withheld_ -= std::exchange(leased_, 0);  // its own now
+    pool_.Admit(seq, cached, end);
+  }
   void Grow(Sequence& seq, int64_t end) override { pool_.Grow(seq, end); }
   void Commit(Sequence& seq, int64_t from) override { pool_.Commit(seq, from); }
   void Release(Sequence& seq) override { pool_.Release(seq); }
@@ -282,6 +300,8 @@ class RoomLaterBlocks final : public KvBlocks {
   BlockManager pool_;
   int32_t withheld_;
   int loading_ = 0;
+  uint64_t leasing_id_ = 0;
+  int32_t lease_slots_ = 0, leased_ = 0;
 };
 
 class RoomLaterSchedulerTest : public ::testing::Test {
@@ -380,6 +400,40 @@ TEST(RoomLaterAdmissionTest, APrefixStillLoadingWaitsWhileTheRunningOnesGoOn) {
   EXPECT_EQ(scheduler.num_waiting(), 2u);
   plan = scheduler.Schedule();
   EXPECT_EQ(plan.chunks.size(), 3u);  // loaded: 2 is admitted, and 3 behind it
+}
+
+// A waiting sequence's prefix leased into the tier but not admitted (no room for the rest of it)
+// gives way to a running sequence that needs a slot: the running one neither waits nor is
+// preempted, and the waiting one runs once there is room.
+TEST(RoomLaterAdmissionTest, ALeasedPrefixNotAdmittedGivesWayToARunningSequence) {
+  RoomLaterBlocks blocks(4, 0);
+  Scheduler scheduler(Opts(64), blocks);
+  auto add = [&](uint64_t id, int64_t prompt, int32_t max_tokens) {
+    std::vector<int32_t> t(static_cast<size_t>(prompt), static_cast<int32_t>(id));
+    ASSERT_TRUE(
+        scheduler.Add(std::make_unique<Sequence>(id, std::move(t), MaxTokens(max_tokens))).ok());
+  };
+  add(1, kBt, 10);  // one block; its decodes need a second and a third
+  StepPlan plan = scheduler.Schedule();
+  scheduler.Update(plan, std::vector<int32_t>{7});
+  add(2, 3 * kBt, 2);  // three blocks: its leased prefix takes the 2 slots left, then fits no more
+  blocks.LeasePrefixOf(2, 2);
+  int steps = 0;
+  while (scheduler.num_running() + scheduler.num_waiting() > 1 && steps++ < 40) {
+    plan = scheduler.Schedule();
+    ASSERT_GE(plan.chunks.size(), 1u) << "step " << steps;
+    EXPECT_EQ(plan.chunks[0].seq->id(), 1u) << "step " << steps;
+    EXPECT_EQ(plan.stalled, 0) << "step " << steps;
+    scheduler.Update(plan, std::vector<int32_t>(plan.chunks.size(), 7));
+    (void)scheduler.TakeFinished();
+  }
+  EXPECT_EQ(scheduler.stats().preemptions, 0);
+  EXPECT_GT(scheduler.stats().prefixes_given_back, 0);
+  while (!scheduler.idle() && steps++ < 80) {
+    plan = scheduler.Schedule();
+    scheduler.Update(plan, std::vector<int32_t>(plan.chunks.size(), 7));
+  }
+  EXPECT_TRUE(scheduler.idle());
 }
 
 // Room that never comes: after Scheduler::kRoomPatienceSteps steps the latest admission gives way.
