@@ -198,8 +198,12 @@ void Service::Get(const std::shared_ptr<Session>& session, absl::Span<const Bloc
     }
     batch->done(std::move(batch->results));
   };
+  KeyBuffer scoped(keys.size());
+  scope_.ScopeAll(session->root_, keys, absl::MakeSpan(scoped));
+  // Blocks only the fleet's remote store holds become T3 copies first (one probe, if any).
+  if (tiers_.t3() != nullptr) tiers_.FindShared(scoped, session->namespace_id());
   for (size_t i = 0; i < keys.size(); ++i) {
-    const BlockKey key = scope_.Scope(session->root_, keys[i]);
+    const BlockKey key = scoped[i];
     tiers_.Get(key, tier,
                [this, session, batch, finish_one, key, i](absl::StatusOr<LeasedBlock> got) {
                  batch->results[i] = SettleGet(*session, key, std::move(got));

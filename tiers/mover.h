@@ -140,6 +140,8 @@ class Mover {
   // TierManager::ExtendPrefix (mover_shared.cc).
   size_t ExtendPrefix(absl::Span<const BlockKey> keys, size_t n, uint64_t namespace_id,
                       absl::Span<TierMask> tiers) ABSL_LOCKS_EXCLUDED(mu_);
+  // TierManager::FindShared (mover_shared.cc).
+  void FindShared(absl::Span<const BlockKey> keys, uint64_t namespace_id) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Release(const BlockKey& key);
   absl::Status Drop(const BlockKey& key);
   TierManagerStats Stats() const;

@@ -64,6 +64,31 @@ size_t Mover::ExtendPrefix(absl::Span<const BlockKey> keys, size_t n, uint64_t n
   return i;
 }
 
+void Mover::FindShared(absl::Span<const BlockKey> keys, uint64_t namespace_id) {
+  int r = Ladder::kNone;
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (RungOf(t).shared != nullptr) r = t;
+  }
+  if (r == Ladder::kNone) return;
+  std::vector<size_t> unknown;  // [j] index in `keys` of the j-th key no tier holds
+  std::vector<BlockKey> ask;
+  for (size_t i = 0; i < keys.size() && ask.size() < RungOf(r).shared->max_probe_keys(); ++i) {
+    std::optional<BlockInfo> info = index_.Find(keys[i]);
+    if (info && info->tiers != 0) continue;
+    unknown.push_back(i);
+    ask.push_back(keys[i]);
+  }
+  if (ask.empty()) return;  // the common case: no round trip
+  SharedTier& shared = *RungOf(r).shared;
+  std::vector<uint32_t> bytes(ask.size());
+  shared.Probe(ask, shared.probe_budget(), absl::MakeSpan(bytes));
+  for (size_t j = 0; j < ask.size(); ++j) {
+    if (bytes[j] == 0) continue;
+    const size_t i = unknown[j];
+    (void)AdoptShared(r, keys[i], i > 0 ? &keys[i - 1] : nullptr, namespace_id, bytes[j]);
+  }
+}
+
 absl::StatusOr<TierMask> Mover::AdoptShared(int r, const BlockKey& key, const BlockKey* parent,
                                             uint64_t namespace_id, uint32_t payload_bytes) {
   if (std::optional<BlockInfo> info = index_.Find(key); info && info->InTier(TierOf(r))) {

@@ -133,6 +133,10 @@ size_t TierManager::ExtendPrefix(absl::Span<const BlockKey> keys, size_t n, uint
   return state_->ExtendPrefix(keys, n, namespace_id, tiers);
 }
 
+void TierManager::FindShared(absl::Span<const BlockKey> keys, uint64_t namespace_id) {
+  state_->FindShared(keys, namespace_id);
+}
+
 absl::Status TierManager::Release(const BlockKey& key) { return state_->Release(key); }
 
 absl::Status TierManager::Drop(const BlockKey& key) { return state_->Drop(key); }

@@ -123,6 +123,10 @@ class TierManager {
   // Precondition: tiers.size() >= keys.size().
   size_t ExtendPrefix(absl::Span<const BlockKey> keys, size_t n, uint64_t namespace_id,
                       absl::Span<TierMask> tiers);
+  // Before a Get of `keys`: those no tier holds are asked of T3 (one probe within its budget, at
+  // most its max_probe_keys) and the ones it holds are recorded as T3 copies, so the Get promotes
+  // them; a get needs no lookup before it. No round trip when every key is known, or without T3.
+  void FindShared(absl::Span<const BlockKey> keys, uint64_t namespace_id);
   // Gives back one lease taken by a successful Get. A block left in no tier is erased with its
   // last lease. Errors: NotFound, FailedPrecondition (no lease held).
   absl::Status Release(const BlockKey& key);

@@ -46,6 +46,12 @@ TEST_F(KvtierdRemoteTest, APrefixStoredThroughOneDaemonIsReadWholeThroughAnother
   ASSERT_TRUE(looked.ok());
   EXPECT_EQ(looked->hit_blocks, prefix.size());
   EXPECT_NE(looked->tiers[0] & TierBit(Tier::kT1), 0);
+  // A third daemon's client gets the prefix without a lookup first.
+  auto third = StartRemoteDaemon("c", {cluster_->addresses()[5]});
+  ASSERT_NE(third, nullptr);
+  auto getter = ConnectTo(*third, ItNamespace(), "getter");
+  ASSERT_TRUE(getter.ok());
+  EXPECT_TRUE(CheckAll(**getter, prefix).ok()) << third->Log();
 }
 
 TEST_F(KvtierdRemoteTest, AnotherNamespaceFindsNothingOfAPrefixInTheStore) {
