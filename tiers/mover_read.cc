@@ -219,7 +219,9 @@ void Mover::OnMoved(const MoveKey& id, absl::Status status) {
     }
   }
   if (!answer.ok() && !waiters.empty()) {
-    if (answer.status().code() != absl::StatusCode::kResourceExhausted) {  // full: normal
+    // Full, or (T3) a block the store evicted meanwhile: normal outcomes, not worth a line each.
+    const absl::StatusCode code = answer.status().code();
+    if (code != absl::StatusCode::kResourceExhausted && code != absl::StatusCode::kNotFound) {
       KVTIER_LOG(kWarn, "tiers", "move of block {} into {} failed: {}", id.key.ToHex(),
                  TierName(TierOf(id.to)), std::string(answer.status().message()));
     }

@@ -319,6 +319,10 @@ absl::Status RemoteStore::Delete(absl::Span<const BlockKey> keys) {
   });
 }
 
+uint64_t RemoteStore::corrupt_values() const {
+  return counters_->corrupt.load(std::memory_order_relaxed);
+}
+
 RemoteStoreStats RemoteStore::Stats() const {
   const Counters& c = *counters_;
   RemoteStoreStats s;

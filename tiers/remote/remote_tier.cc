@@ -168,15 +168,14 @@ void RemoteTier::Probe(absl::Span<const BlockKey> keys, std::chrono::microsecond
 }
 
 TierStats RemoteTier::Stats() const {
-  const RemoteStoreStats store = store_->Stats();
   TierStats s;
   s.slot_bytes = options_.slot_bytes;
   s.capacity_slots = capacity_slots_;
   s.used_slots = used_.load(std::memory_order_relaxed);
   io_.Fill(s);
-  s.checksum_failures = store.corrupt_values;
+  s.checksum_failures = store_->corrupt_values();
   s.rejected_allocations = rejected_.load(std::memory_order_relaxed);
-  s.admitting = store.breaker.available;
+  s.admitting = available();
   return s;
 }
 

@@ -83,7 +83,7 @@ class RemoteTier final : public SharedTier {
  private:
   RemoteTier(const RemoteTierOptions& options, std::unique_ptr<RemoteStore> store);
   void HealthLoop();
-  bool available() const { return store_->Stats().breaker.available; }
+  bool available() const { return store_->available(); }
 
   const RemoteTierOptions options_;
   const uint32_t capacity_slots_;

@@ -54,6 +54,30 @@ TEST_F(KvtierdRemoteTest, APrefixStoredThroughOneDaemonIsReadWholeThroughAnother
   EXPECT_TRUE(CheckAll(**getter, prefix).ok()) << third->Log();
 }
 
+// With a T2, T1's victims go to NVMe and T2's to the store: the move between two tiers that are not
+// host memory goes through a staging buffer (the mover's), and the blocks arrive whole.
+TEST_F(KvtierdRemoteTest, T2VictimsReachTheStoreThroughAStagingBuffer) {
+  StartCluster();
+  int port = 0;
+  auto first = StartRemoteDaemon(
+      "a", cluster_->addresses(),
+      {"--t2.enabled", "true", "--t2.capacity_bytes", std::to_string(kT1Slots * kItSlotBytes)},
+      &port);
+  auto second = StartRemoteDaemon("b", cluster_->addresses());
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  auto writer = ConnectTo(*first, ItNamespace(), "writer");
+  auto reader = ConnectTo(*second, ItNamespace(), "reader");
+  ASSERT_TRUE(writer.ok() && reader.ok());
+  const std::vector<BlockKey> prefix = SeqKeys(**writer, 3, 16);
+  ASSERT_TRUE(PutRetrying(**writer, prefix).ok());
+  PushOutOfT1(**writer);  // 3 x T1's slots: through T1 (64) and T2 (64) into the store
+  ASSERT_TRUE(WaitForPrefix(**reader, prefix)) << first->Log();
+  EXPECT_TRUE(CheckAll(**reader, prefix).ok()) << second->Log();
+  EXPECT_GT(Metric(port, "kvtier_demotions_total{result=\"written\",tier=\"T2\"}"), 0);
+  EXPECT_GT(Metric(port, "kvtier_transfer_seconds_count{direction=\"t2_to_t3\",op=\"demote\"}"), 0);
+}
+
 TEST_F(KvtierdRemoteTest, AnotherNamespaceFindsNothingOfAPrefixInTheStore) {
   StartCluster();
   auto first = StartRemoteDaemon("a", cluster_->addresses());
