@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "common/log.h"
@@ -16,7 +17,7 @@ Mover::Mover(const TierManagerOptions& options, BlockIndex& index, std::vector<M
       index_(index),
       rungs_(std::move(rungs)),
       birth_(birth),
-      staging_(options.t1.slot_bytes, options.max_demotions_in_flight) {
+      staging_(options.t1.slot_bytes, std::min<uint32_t>(options.max_demotions_in_flight, 8)) {
   rungs_.resize(kNumTiers);
 }
 

@@ -102,8 +102,9 @@ struct MoverRung {
 };
 
 // Buffers for staged moves (a move down between two rungs that are not host memory): slot_bytes
-// each, 4096-aligned (T2 reads O_DIRECT into them). Kept for reuse up to `keep`; more are made
-// when more moves are in flight (at most max_demotions_in_flight per rung). Thread-safe.
+// each, 4096-aligned (T2 reads O_DIRECT into them). Kept for reuse up to `keep` (the mover keeps
+// 8: 16 MiB of 2 MiB slots); more are made while more moves are in flight (at most
+// max_demotions_in_flight per rung) and freed when they end. Thread-safe.
 class StagingBuffers {
  public:
   StagingBuffers(size_t bytes, size_t keep) : bytes_(bytes), keep_(keep) {}
