@@ -36,6 +36,9 @@ class SharedTier : public StorageTier {
   virtual uint32_t max_probe_keys() const = 0;
   // The budget a lookup gives Probe.
   virtual std::chrono::microseconds probe_budget() const = 0;
+  // Returns once every Write and ReadRecord issued before it has completed and its `done` has
+  // returned (the tier manager calls it before it goes away: a `done` calls back into it).
+  virtual void WaitIdle() = 0;
 };
 
 }  // namespace kvtier

@@ -94,6 +94,9 @@ TierManager::~TierManager() {
     state_->Stop();
     if (evictor_.joinable()) evictor_.join();
     state_->Drain();  // moves in flight finish; dropped blocks' T2 records are deleted
+    // T3's workers may still be returning from a completion into the mover (t2_.reset() below
+    // waits for T2's the same way).
+    if (options_.t3) options_.t3->WaitIdle();
   }
   t2_.reset();  // waits for its I/O; no callback into state_ is left
   t0_.reset();  // likewise for its copies

@@ -5,8 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
-
 namespace kvtier {
 
 absl::Status RemoteTierOptions::Validate() const {
@@ -90,8 +88,25 @@ absl::StatusOr<SlotId> RemoteTier::Allocate() {
 
 void RemoteTier::Free(SlotId) { used_.fetch_sub(1, std::memory_order_relaxed); }
 
+void RemoteTier::RunTransfer(std::function<void()> transfer) {
+  {
+    std::lock_guard<std::mutex> lock(idle_mu_);
+    ++transfers_;
+  }
+  workers_->Post([this, transfer = std::move(transfer)] {
+    transfer();
+    std::lock_guard<std::mutex> lock(idle_mu_);
+    if (--transfers_ == 0) idle_cv_.notify_all();
+  });
+}
+
+void RemoteTier::WaitIdle() {
+  std::unique_lock<std::mutex> lock(idle_mu_);
+  idle_cv_.wait(lock, [this] { return transfers_ == 0; });
+}
+
 void RemoteTier::Write(SlotId, const BlockRecord& record, const void* src, IoDone done) {
-  workers_->Post([this, record, src, done = std::move(done)] {
+  RunTransfer([this, record, src, done = std::move(done)] {
     RemotePutItem item;
     item.record = record;
     item.payload = src;
@@ -113,7 +128,7 @@ void RemoteTier::Read(SlotId, void*, IoDone done) {
 }
 
 void RemoteTier::ReadRecord(SlotId, const BlockRecord& record, void* dst, IoDone done) {
-  workers_->Post([this, record, dst, done = std::move(done)] {
+  RunTransfer([this, record, dst, done = std::move(done)] {
     RemoteGetItem item;
     item.key = record.key;
     item.namespace_id = record.namespace_id;
@@ -140,7 +155,8 @@ void RemoteTier::ReadRecord(SlotId, const BlockRecord& record, void* dst, IoDone
 }
 
 // The caller waits for the answer up to `budget`; the state is shared so a late answer lands in
-// memory nobody reads any more instead of the caller's stack.
+// memory nobody reads any more instead of the caller's stack. (std::mutex, not absl::Notification:
+// ThreadSanitizer sees libstdc++'s locks, not Debian's uninstrumented abseil.)
 void RemoteTier::Probe(absl::Span<const BlockKey> keys, std::chrono::microseconds budget,
                        absl::Span<uint32_t> payload_bytes) {
   for (uint32_t& b : payload_bytes) b = 0;
@@ -149,17 +165,26 @@ void RemoteTier::Probe(absl::Span<const BlockKey> keys, std::chrono::microsecond
     std::vector<BlockKey> keys;
     std::vector<RemoteOutcome> present;
     std::vector<uint32_t> bytes;
-    absl::Notification done;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;  // guarded by mu
   };
   auto state = std::make_shared<State>();
   state->keys.assign(keys.begin(), keys.end());
   state->present.resize(keys.size());
   state->bytes.resize(keys.size());
   workers_->Post([this, state] {
-    (void)store_->Probe(state->keys, absl::MakeSpan(state->present), absl::MakeSpan(state->bytes));
-    state->done.Notify();
+    std::vector<RemoteOutcome> present(state->keys.size());
+    std::vector<uint32_t> bytes(state->keys.size());
+    (void)store_->Probe(state->keys, absl::MakeSpan(present), absl::MakeSpan(bytes));
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->present = std::move(present);
+    state->bytes = std::move(bytes);
+    state->done = true;
+    state->cv.notify_all();
   });
-  if (!state->done.WaitForNotificationWithTimeout(absl::FromChrono(budget))) return;
+  std::unique_lock<std::mutex> lock(state->mu);
+  if (!state->cv.wait_for(lock, budget, [&] { return state->done; })) return;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (state->present[i] == RemoteOutcome::kHit && state->bytes[i] <= options_.slot_bytes) {
       payload_bytes[i] = state->bytes[i];

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,6 +76,7 @@ class RemoteTier final : public SharedTier {
   std::chrono::microseconds probe_budget() const override {
     return std::chrono::microseconds(options_.lookup_budget_us);
   }
+  void WaitIdle() override;
 
   // The store's own counters (hits, misses, bytes, latencies, errors by kind, nodes up).
   RemoteStoreStats StoreStats() const { return store_->Stats(); }
@@ -83,6 +85,8 @@ class RemoteTier final : public SharedTier {
  private:
   RemoteTier(const RemoteTierOptions& options, std::unique_ptr<RemoteStore> store);
   void HealthLoop();
+  // Runs a transfer on a worker; WaitIdle waits for every one to return.
+  void RunTransfer(std::function<void()> transfer);
   bool available() const { return store_->available(); }
 
   const RemoteTierOptions options_;
@@ -94,6 +98,9 @@ class RemoteTier final : public SharedTier {
   std::mutex health_mu_;
   std::condition_variable health_cv_;
   bool stopping_ = false;  // guarded by health_mu_
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+  uint64_t transfers_ = 0;  // posted and not yet returned; guarded by idle_mu_
   std::thread health_;
   // Last: destroyed first, so every posted transfer finishes while the rest is alive.
   std::unique_ptr<VerifyPool> workers_;
