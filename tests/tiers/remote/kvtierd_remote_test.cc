@@ -8,6 +8,7 @@
 // once filler blocks push it out of T1 (T1's victims go to T3 when there is no T2).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <string>
@@ -110,18 +111,32 @@ TEST_F(KvtierdRemoteTest, AMasterKilledMidLoadServesNoWrongByteAndTheTierServesA
   auto probe = ConnectTo(*readers[0], ItNamespace(), "probe");
   ASSERT_TRUE(probe.ok());
   ASSERT_TRUE(WaitForPrefix(**probe, prefixes[0])) << first->Log();
-  size_t served = 0, missed = 0;
-  for (size_t p = 0; p < prefixes.size(); ++p) {
-    if (p == prefixes.size() / 2) cluster_->server(0).Kill();  // a master, mid-load
-    auto reader = ConnectTo(*readers[p], ItNamespace(), "reader");
-    ASSERT_TRUE(reader.ok());
-    ASSERT_TRUE((*reader)->Lookup(prefixes[p]).ok());  // finds what the store answers for
-    std::vector<bool> found;
-    const absl::Status whole = CheckFound(**reader, prefixes[p], &found);
-    ASSERT_TRUE(whole.ok()) << "prefix " << p << ": " << whole << "\n" << readers[p]->Log();
-    for (bool f : found) (f ? served : missed) += 1;
+  // The load: a thread reading one prefix after another while the main thread kills a master.
+  std::atomic<size_t> read_prefixes{0}, served{0}, missed{0};
+  std::vector<std::string> wrong;  // the load thread's; read after join
+  std::thread load([&] {
+    for (size_t p = 0; p < prefixes.size(); ++p) {
+      auto reader = ConnectTo(*readers[p], ItNamespace(), "reader");
+      if (!reader.ok()) {
+        wrong.push_back("prefix " + std::to_string(p) + ": " + reader.status().ToString());
+        continue;
+      }
+      (void)(*reader)->Lookup(prefixes[p]);  // finds what the store answers for
+      std::vector<bool> found;
+      const absl::Status whole = CheckFound(**reader, prefixes[p], &found);
+      if (!whole.ok()) wrong.push_back("prefix " + std::to_string(p) + ": " + whole.ToString());
+      for (bool f : found) (f ? served : missed) += 1;
+      ++read_prefixes;
+    }
+  });
+  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (read_prefixes.load() < 2 && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  EXPECT_GT(served, 0u);
+  cluster_->server(0).Kill();  // a master, mid-load
+  load.join();
+  for (const std::string& w : wrong) ADD_FAILURE() << w;
+  EXPECT_GT(served.load(), 0u);
   ASSERT_TRUE(cluster_->WaitHealthy(std::chrono::seconds(60)).ok());
   // After the failover a new prefix goes through the store whole.
   const std::vector<BlockKey> after = SeqKeys(**writer, 30, 16);
@@ -133,7 +148,8 @@ TEST_F(KvtierdRemoteTest, AMasterKilledMidLoadServesNoWrongByteAndTheTierServesA
   ASSERT_TRUE(reader.ok());
   ASSERT_TRUE(WaitForPrefix(**reader, after)) << first->Log() << last->Log();
   EXPECT_TRUE(CheckAll(**reader, after).ok()) << last->Log();
-  std::cerr << "blocks served while a master died: " << served << ", missed: " << missed << "\n";
+  std::cerr << "blocks served while a master died: " << served.load()
+            << ", missed: " << missed.load() << "\n";
 }
 
 // A value changed in the store (here: stored with a checksum its payload does not have) is
