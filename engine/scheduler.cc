@@ -111,7 +111,9 @@ bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
   int64_t n = std::min(seq.num_tokens() - start, budget);
   const int64_t spare = GrowthReserve();
   if (!blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n) + spare)) {
-    if (!blocks_.MayMakeRoomLater()) return false;
+    // Shrunk to what fits only when nothing runs (a prompt beyond the working-slot quota): a
+    // sliver admitted beside running sequences grows into room they need, and they preempt.
+    if (!blocks_.MayMakeRoomLater() || !running_.empty()) return false;
     n = ChunkThatFits(seq, start, n, spare);  // the rest of the prompt in later steps
     if (n < 1 || !blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n) + spare)) {
       return false;

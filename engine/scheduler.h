@@ -19,7 +19,10 @@
 //     first come, first served while the budget, max_running and the pool allow: cached prefix
 //     blocks are attached (those tokens are not computed) and the first chunk of the rest is
 //     scheduled. The queue is never reordered: a sequence that does not fit, or whose prefix is
-//     still being promoted into the pool (KvBlocks::kPrefixLoading), stops admission.
+//     still being promoted into the pool (KvBlocks::kPrefixLoading), stops admission. On KV
+//     blocks that may make room later, a first chunk that does not fit whole shrinks to the
+//     slots there are only when nothing runs (a prompt beyond the daemon's working-slot quota);
+//     beside running sequences it waits, as on a private pool.
 //     On KV blocks that may make room later, an admission also leaves the slots the running
 //     sequences' next tokens need (GrowthReserve): a prefix promoted from T1 or T2 takes slots of
 //     the tier that the admission check of its working slots alone does not see, and taking the

@@ -436,6 +436,32 @@ TEST(RoomLaterAdmissionTest, ALeasedPrefixNotAdmittedGivesWayToARunningSequence)
   EXPECT_TRUE(scheduler.idle());
 }
 
+// Beside a running sequence, a waiting one whose first chunk does not fit whole waits (a sliver
+// admitted into a full tier grows into the running one's room); once nothing runs it is admitted.
+TEST(RoomLaterAdmissionTest, AFirstChunkThatDoesNotFitWaitsWhileOthersRun) {
+  RoomLaterBlocks blocks(4, 0);
+  Scheduler scheduler(Opts(64), blocks);
+  auto add = [&](uint64_t id, int64_t prompt, int32_t max_tokens) {
+    std::vector<int32_t> t(static_cast<size_t>(prompt), static_cast<int32_t>(id));
+    ASSERT_TRUE(
+        scheduler.Add(std::make_unique<Sequence>(id, std::move(t), MaxTokens(max_tokens))).ok());
+  };
+  add(1, kBt - 1, 2);  // one block for its prompt and first token
+  add(2, 4 * kBt, 1);  // four blocks: three are free
+  StepPlan plan = scheduler.Schedule();
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(scheduler.num_waiting(), 1u);
+  scheduler.Update(plan, std::vector<int32_t>{7});
+  plan = scheduler.Schedule();  // 1's last token; 2 still waits
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
+  scheduler.Update(plan, std::vector<int32_t>{7});
+  plan = scheduler.Schedule();  // nothing runs: 2 is admitted, whole
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].seq->id(), 2u);
+  EXPECT_EQ(plan.chunks[0].n, 4 * kBt);
+}
+
 // Room that never comes: after Scheduler::kRoomPatienceSteps steps the latest admission gives way.
 TEST_F(RoomLaterSchedulerTest, RoomThatNeverComesPreemptsAfterThePatience) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Step(), 2);
