@@ -101,6 +101,7 @@ absl::StatusOr<std::unique_ptr<Ladder>> Ladder::Create(std::vector<RungOptions> 
       ladder->state_[i].needs_ghost_keys = rung->needs_ghost_keys;
       const double cap = static_cast<double>(o.capacity_slots);
       ladder->state_[i].high_slots = static_cast<uint64_t>(o.policy.high_watermark * cap);
+      ladder->state_[i].capacity_slots = o.capacity_slots;
       ladder->state_[i].low_slots = static_cast<uint64_t>(o.policy.low_watermark * cap);
     }
     ladder->rungs_.push_back(std::move(rung));

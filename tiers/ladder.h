@@ -175,11 +175,18 @@ class Ladder {
   bool ShouldShed(int r, uint64_t used) {
     RungState& s = state_[static_cast<size_t>(r)];
     if (used > s.high_slots) s.shedding = true;
-    if (used <= s.low_slots) s.shedding = false;
+    if (used <= s.low_slots && !(s.ran_full && used >= s.capacity_slots)) {
+      s.shedding = s.ran_full = false;
+    }
     return s.shedding;
   }
-  // Marks `r` as over its watermarks (it ran full), so it sheds down to its low one.
-  void MarkFull(int r) { state_[static_cast<size_t>(r)].shedding = true; }
+  // Marks `r` as over its watermarks (an allocation found it full), so it sheds down to its low
+  // one, and by at least one block when that is the whole rung (low_watermark 1.0: else a rung
+  // full of blocks that may leave would never make room).
+  void MarkFull(int r) {
+    RungState& s = state_[static_cast<size_t>(r)];
+    s.shedding = s.ran_full = true;
+  }
   // The policy's next victim in `r` that `allowed` accepts, or nullopt. The victim leaves the
   // rung's policy and leaf tracker (and its rung bit) now; if it must stay after all (a lease
   // pinned it), Enter it again. Counts an eviction.
@@ -249,6 +256,7 @@ class Ladder {
     // The watermarks in slots: used > high_slots is used > high_watermark * capacity exactly
     // (for an integer `used`, u > x and u > floor(x) agree), so ShouldShed compares integers.
     uint64_t high_slots = 0, low_slots = 0;
+    uint64_t capacity_slots = 0;
     AdmissionPolicy* admission = nullptr;  // null: admit all without a virtual call
     EvictionPolicy* eviction = nullptr;    // null when absent
     LeafTracker* leaves = nullptr;         // leaf-first only
@@ -256,6 +264,7 @@ class Ladder {
     bool needs_ghost_keys = true;
     int below = kNone;      // the nearest present rung below
     bool shedding = false;  // went above the high watermark; sheds down to the low one
+    bool ran_full = false;  // MarkFull: shed at least one block
   };
   Ladder() = default;
   // What Choose does with the victim `v` of rung `r` once the policy gave it up.
