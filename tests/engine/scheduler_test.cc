@@ -304,6 +304,13 @@ class RoomLaterBlocks final : public KvBlocks {
   int32_t lease_slots_ = 0, leased_ = 0;
 };
 
+// A request of `prompt` tokens, all `id`, for up to `max_tokens` new ones.
+void AddRequest(Scheduler& scheduler, uint64_t id, int64_t prompt, int32_t max_tokens) {
+  std::vector<int32_t> t(static_cast<size_t>(prompt), static_cast<int32_t>(id));
+  ASSERT_TRUE(
+      scheduler.Add(std::make_unique<Sequence>(id, std::move(t), MaxTokens(max_tokens))).ok());
+}
+
 class RoomLaterSchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -348,9 +355,7 @@ TEST(RoomLaterAdmissionTest, AnAdmissionLeavesTheSlotARunningDecodeNeedsNext) {
   RoomLaterBlocks blocks(3, 0);
   Scheduler scheduler(Opts(64), blocks);
   auto add = [&](uint64_t id, int64_t prompt, int32_t max_tokens) {
-    std::vector<int32_t> t(static_cast<size_t>(prompt), static_cast<int32_t>(id));
-    ASSERT_TRUE(
-        scheduler.Add(std::make_unique<Sequence>(id, std::move(t), MaxTokens(max_tokens))).ok());
+    AddRequest(scheduler, id, prompt, max_tokens);
   };
   add(1, 2 * kBt, 2);  // two full blocks: its first decode needs a third slot
   add(2, 2, 3);        // would fit the third slot
@@ -378,12 +383,7 @@ TEST(RoomLaterAdmissionTest, AnAdmissionLeavesTheSlotARunningDecodeNeedsNext) {
 TEST(RoomLaterAdmissionTest, APrefixStillLoadingWaitsWhileTheRunningOnesGoOn) {
   RoomLaterBlocks blocks(8, 0);
   Scheduler scheduler(Opts(64), blocks);
-  auto add = [&](uint64_t id, int32_t max_tokens) {
-    ASSERT_TRUE(scheduler
-                    .Add(std::make_unique<Sequence>(id, std::vector<int32_t>(3, int32_t(id)),
-                                                    MaxTokens(max_tokens)))
-                    .ok());
-  };
+  auto add = [&](uint64_t id, int32_t max_tokens) { AddRequest(scheduler, id, 3, max_tokens); };
   add(1, 8);
   StepPlan plan = scheduler.Schedule();
   ASSERT_EQ(plan.chunks.size(), 1u);
@@ -409,9 +409,7 @@ TEST(RoomLaterAdmissionTest, ALeasedPrefixNotAdmittedGivesWayToARunningSequence)
   RoomLaterBlocks blocks(4, 0);
   Scheduler scheduler(Opts(64), blocks);
   auto add = [&](uint64_t id, int64_t prompt, int32_t max_tokens) {
-    std::vector<int32_t> t(static_cast<size_t>(prompt), static_cast<int32_t>(id));
-    ASSERT_TRUE(
-        scheduler.Add(std::make_unique<Sequence>(id, std::move(t), MaxTokens(max_tokens))).ok());
+    AddRequest(scheduler, id, prompt, max_tokens);
   };
   add(1, kBt, 10);  // one block; its decodes need a second and a third
   StepPlan plan = scheduler.Schedule();
@@ -442,9 +440,7 @@ TEST(RoomLaterAdmissionTest, AFirstChunkThatDoesNotFitWaitsWhileOthersRun) {
   RoomLaterBlocks blocks(4, 0);
   Scheduler scheduler(Opts(64), blocks);
   auto add = [&](uint64_t id, int64_t prompt, int32_t max_tokens) {
-    std::vector<int32_t> t(static_cast<size_t>(prompt), static_cast<int32_t>(id));
-    ASSERT_TRUE(
-        scheduler.Add(std::make_unique<Sequence>(id, std::move(t), MaxTokens(max_tokens))).ok());
+    AddRequest(scheduler, id, prompt, max_tokens);
   };
   add(1, kBt - 1, 2);  // one block for its prompt and first token
   add(2, 4 * kBt, 1);  // four blocks: three are free
