@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 // Inlined, not Debian's libxxhash: a lookup scopes every key it carries, and a call into the shared
@@ -15,6 +16,7 @@
 #include <cstring>
 
 #include "common/errno_text.h"
+#include "common/log.h"
 
 namespace kvtier {
 namespace {
@@ -83,6 +85,13 @@ absl::StatusOr<KeyScope> KeyScope::Load(const std::string& path, bool must_exist
   if (fd < 0)
     return absl::InternalError(fmt::format("{}: cannot open: {}", path, ErrnoText(errno)));
   const absl::Status read = ReadSecret(fd, path, &secret);
+  struct stat st {};
+  if (read.ok() && ::fstat(fd, &st) == 0 && (st.st_mode & 077) != 0) {
+    // Whoever reads it can compute the daemon key of any client key in any namespace.
+    KVTIER_LOG(kWarn, "daemon",
+               "{}: the key-scope secret is readable by others (mode {:04o}); chmod 0600 it", path,
+               st.st_mode & 07777);
+  }
   ::close(fd);
   KVTIER_RETURN_IF_ERROR(read);
   return KeyScope(secret);

@@ -35,6 +35,7 @@ class KvtierdRemoteTest : public ::testing::Test {
     std::mt19937_64 rng(std::random_device{}());
     for (char& b : bytes) b = static_cast<char>(rng());
     std::ofstream(secret_, std::ios::binary) << bytes;
+    ::chmod(secret_.c_str(), 0600);  // as docs/configuration.md says to make it
   }
 
   void TearDown() override {
