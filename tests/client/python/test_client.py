@@ -382,6 +382,11 @@ class ClientWithoutDaemonTest(unittest.TestCase):
         self.assertIn("/nonexistent/libkvtier.so", out)
         self.assertIn("KVTIER_LIB", out)
 
+    def test_tier_flags_are_the_protocols_mask_bits_including_the_remote_tier(self) -> None:
+        # docs/protocol.md: bit t of a lookup's tier mask is tier t; T3 is the remote tier.
+        self.assertEqual([int(t) for t in (Tier.T0, Tier.T1, Tier.T2, Tier.T3)], [1, 2, 4, 8])
+        self.assertEqual(Tier(0b1010), Tier.T1 | Tier.T3)
+
 
 if __name__ == "__main__":
     unittest.main()
