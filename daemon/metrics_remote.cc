@@ -13,12 +13,24 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-MetricFamily Family(std::string name, std::string help, MetricType type) {
-  return NewFamily(std::move(name), std::move(help), type);
-}
+double Num(uint64_t v) { return static_cast<double>(v); }
 
-void Add(MetricFamily& f, std::vector<ClientMetric::Label> labels, double value) {
-  AddSample(f, std::move(labels), value);
+struct Sample {
+  const char* label_value;  // of the family's label; null for a family without one
+  double value;
+};
+
+// A family whose samples differ in one label (`label`), each also labelled tier="T3".
+MetricFamily Series(std::string name, std::string help, MetricType type, const char* label,
+                    std::initializer_list<Sample> samples) {
+  MetricFamily f = NewFamily(std::move(name), std::move(help), type);
+  for (const Sample& s : samples) {
+    std::vector<ClientMetric::Label> labels;
+    if (label != nullptr) labels.push_back({label, s.label_value});
+    labels.push_back({"tier", "T3"});
+    AddSample(f, std::move(labels), s.value);
+  }
+  return f;
 }
 
 void AddHistogram(MetricFamily& f, const char* op, const RemoteLatency& l) {
@@ -37,65 +49,60 @@ void AddHistogram(MetricFamily& f, const char* op, const RemoteLatency& l) {
   f.metric.push_back(std::move(m));
 }
 
-}  // namespace
-
-std::vector<MetricFamily> RemoteFamilies(const RemoteStoreStats& s) {
-  const std::vector<ClientMetric::Label> t3 = {{"tier", "T3"}};
-  auto with = [&](const char* name, const char* value) {
-    return std::vector<ClientMetric::Label>{{name, value}, {"tier", "T3"}};
-  };
-  MetricFamily blocks = Family("kvtier_remote_blocks_total",
-                               "Blocks read from or written to the remote store, by outcome "
-                               "(corrupt: a value that failed its header or checksum check, "
-                               "counted as a miss too, never served).",
-                               MetricType::Counter);
-  Add(blocks, with("result", "hit"), static_cast<double>(s.hits));
-  Add(blocks, with("result", "miss"), static_cast<double>(s.misses));
-  Add(blocks, with("result", "corrupt"), static_cast<double>(s.corrupt_values));
-  Add(blocks, with("result", "stored"), static_cast<double>(s.stored));
-  Add(blocks, with("result", "probed"), static_cast<double>(s.exists_items));
-  Add(blocks, with("result", "probe_found"), static_cast<double>(s.exists_found));
-  MetricFamily bytes =
-      Family("kvtier_remote_bytes_total",
-             "Payload bytes read from and written to the remote store.", MetricType::Counter);
-  Add(bytes, with("direction", "read"), static_cast<double>(s.bytes_read));
-  Add(bytes, with("direction", "written"), static_cast<double>(s.bytes_written));
-  MetricFamily errors =
-      Family("kvtier_remote_errors_total", "Remote store items that got no answer, by kind.",
-             MetricType::Counter);
-  Add(errors, with("kind", "timeout"), static_cast<double>(s.errors_timeout));
-  Add(errors, with("kind", "connection"), static_cast<double>(s.errors_connection));
-  Add(errors, with("kind", "protocol"), static_cast<double>(s.errors_protocol));
-  Add(errors, with("kind", "auth"), static_cast<double>(s.errors_auth));
-  Add(errors, with("kind", "server"), static_cast<double>(s.errors_server));
-  Add(errors, with("kind", "bad_put"), static_cast<double>(s.errors_bad_put));
-  Add(errors, with("kind", "breaker_open"), static_cast<double>(s.breaker.refused));
-  MetricFamily nodes = Family("kvtier_remote_nodes",
-                              "Store nodes the slot map sends keys to (serving), and those of "
-                              "them whose last contact succeeded (up).",
-                              MetricType::Gauge);
-  Add(nodes, with("state", "serving"), s.router.nodes_serving);
-  Add(nodes, with("state", "up"), s.router.nodes_up);
-  MetricFamily available = Family("kvtier_remote_available",
-                                  "1 while the remote store is available, 0 while its circuit "
-                                  "breaker is open.",
-                                  MetricType::Gauge);
-  Add(available, t3, s.breaker.available ? 1 : 0);
-  MetricFamily opens =
-      Family("kvtier_remote_breaker_opens_total", "Times the remote store was marked unavailable.",
-             MetricType::Counter);
-  Add(opens, t3, static_cast<double>(s.breaker.opens));
-  MetricFamily seconds = Family("kvtier_remote_seconds",
-                                "Latency of one call to the remote store (a pipelined batch), by "
-                                "op (probe: a lookup's STRLEN/EXISTS).",
-                                MetricType::Histogram);
+// Latency per call, by op.
+MetricFamily LatencyFamily(const RemoteStoreStats& s) {
+  MetricFamily seconds = NewFamily("kvtier_remote_seconds",
+                                   "Latency of one call to the remote store (a pipelined batch), "
+                                   "by op (probe: a lookup's STRLEN).",
+                                   MetricType::Histogram);
   AddHistogram(seconds, "get", s.get_latency);
   AddHistogram(seconds, "put", s.put_latency);
   AddHistogram(seconds, "probe", s.exists_latency);
+  return seconds;
+}
+
+}  // namespace
+
+std::vector<MetricFamily> RemoteFamilies(const RemoteStoreStats& s) {
   std::vector<MetricFamily> out;
-  for (MetricFamily* f : {&blocks, &bytes, &errors, &nodes, &available, &opens, &seconds}) {
-    out.push_back(std::move(*f));
-  }
+  out.push_back(Series("kvtier_remote_blocks_total",
+                       "Blocks read from or written to the remote store, by outcome (corrupt: a "
+                       "value that failed its header or checksum check, counted as a miss too, "
+                       "never served).",
+                       MetricType::Counter, "result",
+                       {{"hit", Num(s.hits)},
+                        {"miss", Num(s.misses)},
+                        {"corrupt", Num(s.corrupt_values)},
+                        {"stored", Num(s.stored)},
+                        {"probed", Num(s.exists_items)},
+                        {"probe_found", Num(s.exists_found)}}));
+  out.push_back(Series("kvtier_remote_bytes_total",
+                       "Payload bytes read from and written to the remote store.",
+                       MetricType::Counter, "direction",
+                       {{"read", Num(s.bytes_read)}, {"written", Num(s.bytes_written)}}));
+  out.push_back(Series("kvtier_remote_errors_total",
+                       "Remote store items that got no answer, by kind.", MetricType::Counter,
+                       "kind",
+                       {{"timeout", Num(s.errors_timeout)},
+                        {"connection", Num(s.errors_connection)},
+                        {"protocol", Num(s.errors_protocol)},
+                        {"auth", Num(s.errors_auth)},
+                        {"server", Num(s.errors_server)},
+                        {"bad_put", Num(s.errors_bad_put)},
+                        {"breaker_open", Num(s.breaker.refused)}}));
+  out.push_back(Series("kvtier_remote_nodes",
+                       "Store nodes the slot map sends keys to (serving), and those of them whose "
+                       "last contact succeeded (up).",
+                       MetricType::Gauge, "state",
+                       {{"serving", Num(s.router.nodes_serving)}, {"up", Num(s.router.nodes_up)}}));
+  out.push_back(Series("kvtier_remote_available",
+                       "1 while the remote store is available, 0 while its circuit breaker is "
+                       "open.",
+                       MetricType::Gauge, nullptr, {{nullptr, s.breaker.available ? 1.0 : 0.0}}));
+  out.push_back(Series("kvtier_remote_breaker_opens_total",
+                       "Times the remote store was marked unavailable.", MetricType::Counter,
+                       nullptr, {{nullptr, Num(s.breaker.opens)}}));
+  out.push_back(LatencyFamily(s));
   return out;
 }
 
