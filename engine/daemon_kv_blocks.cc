@@ -53,7 +53,8 @@ absl::StatusOr<int32_t> T0Slots(const client::Client& client, uint64_t slot_byte
 CacheSource SourceOf(TierMask tiers) {
   if (tiers & TierBit(Tier::kT0)) return CacheSource::kT0;
   if (tiers & TierBit(Tier::kT1)) return CacheSource::kT1;
-  return CacheSource::kT2;
+  if (tiers & TierBit(Tier::kT2)) return CacheSource::kT2;
+  return CacheSource::kT3;  // only the remote tier holds it
 }
 
 }  // namespace

@@ -36,9 +36,10 @@ enum class SequenceStatus { kWaiting, kRunning, kFinished };
 
 // Where cached prompt tokens came from: the engine's private prefix cache (BlockManager), or the
 // kvtierd tier the lookup found the block in (DaemonKvBlocks; the highest one when several hold
-// it; a T2 block is promoted before the engine reads it, but it is counted as a T2 hit).
-enum class CacheSource : uint8_t { kEngine = 0, kT0 = 1, kT1 = 2, kT2 = 3 };
-inline constexpr size_t kCacheSources = 4;
+// it; a T2 or T3 block is promoted before the engine reads it, but it is counted where it was
+// found: T3 is kvtierd's remote tier, a store the daemons of a fleet share).
+enum class CacheSource : uint8_t { kEngine = 0, kT0 = 1, kT1 = 2, kT2 = 3, kT3 = 4 };
+inline constexpr size_t kCacheSources = 5;
 using CachedBySource = std::array<int64_t, kCacheSources>;
 
 enum class FinishReason {

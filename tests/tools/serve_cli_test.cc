@@ -414,7 +414,7 @@ TEST_F(ServeTest, RepeatedPromptIsServedFromThePrefixCache) {
   const std::string metrics = Send(port(), http::verb::get, "/metrics").body;
   // No daemon: every cached token is the engine's private prefix cache's.
   EXPECT_GE(Metric(metrics, "kvtier_serve_prompt_tokens_total{source=\"engine\"}"), cached);
-  for (const char* tier : {"t0", "t1", "t2"}) {
+  for (const char* tier : {"t0", "t1", "t2", "t3"}) {
     EXPECT_EQ(
         Metric(metrics, std::string("kvtier_serve_prompt_tokens_total{source=\"") + tier + "\"}"),
         0)

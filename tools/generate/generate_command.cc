@@ -116,10 +116,11 @@ absl::StatusOr<std::vector<int32_t>> RunOnDaemon(const GenerateFlags& f, const L
       const engine::CachedBySource& c = fin.prompt_cached_from;
       std::fprintf(stderr,
                    "kvtier generate: %lld of %lld prompt tokens from kvtierd (T0 %lld, T1 %lld, "
-                   "T2 %lld)\n",
+                   "T2 %lld, T3 %lld)\n",
                    static_cast<long long>(fin.prompt_cached_tokens),
                    static_cast<long long>(fin.prompt_tokens), static_cast<long long>(c[1]),
-                   static_cast<long long>(c[2]), static_cast<long long>(c[3]));
+                   static_cast<long long>(c[2]), static_cast<long long>(c[3]),
+                   static_cast<long long>(c[4]));
     }
     if (step.waiting_for_room) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

@@ -15,11 +15,12 @@ namespace {
 constexpr const char* kOutcomeNames[kNumOutcomes] = {"stop", "length", "cancelled", "failed",
                                                      "rejected"};
 // By engine::CacheSource.
-constexpr const char* kSourceNames[engine::kCacheSources] = {"engine", "t0", "t1", "t2"};
+constexpr const char* kSourceNames[engine::kCacheSources] = {"engine", "t0", "t1", "t2", "t3"};
 static_assert(static_cast<size_t>(engine::CacheSource::kEngine) == 0 &&
               static_cast<size_t>(engine::CacheSource::kT0) == 1 &&
               static_cast<size_t>(engine::CacheSource::kT1) == 2 &&
-              static_cast<size_t>(engine::CacheSource::kT2) == 3);
+              static_cast<size_t>(engine::CacheSource::kT2) == 3 &&
+              static_cast<size_t>(engine::CacheSource::kT3) == 4);
 
 // 1 ms .. ~65 s, doubling: prefill of a long prompt on the CPU backend takes seconds.
 prometheus::Histogram::BucketBoundaries TtftBuckets() {

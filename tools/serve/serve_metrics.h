@@ -4,7 +4,7 @@
 //   kvtier_serve_time_to_first_token_seconds   histogram: request arrival to its first token
 //   kvtier_serve_inter_token_latency_seconds   histogram: between a request's consecutive tokens
 //   kvtier_serve_requests_running / _waiting   gauges: the scheduler's queues after each step
-//   kvtier_serve_prompt_tokens_total{source="computed"|"engine"|"t0"|"t1"|"t2"}
+//   kvtier_serve_prompt_tokens_total{source="computed"|"engine"|"t0"|"t1"|"t2"|"t3"}
 //       prompt tokens of requests that left the engine, by where their KV came from at the first
 //       admission: run through the model, the engine's private prefix cache, or the kvtierd tier
 //       the lookup found the block in (--daemon); the five add up to the prompt tokens
