@@ -154,8 +154,9 @@ void DaemonKvBlocks::DropPending(uint64_t id) {
 }
 
 bool DaemonKvBlocks::GiveBackUnadmitted() {
+  if (pending_owner_ == 0) return false;
   auto it = states_.find(pending_owner_);
-  if (pending_owner_ == 0 || it == states_.end()) return false;
+  if (it == states_.end()) return false;
   const bool held = !it->second.pending_slots.empty() || it->second.load_ticket != 0;
   DropPending(std::exchange(pending_owner_, 0));
   return held;

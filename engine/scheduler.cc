@@ -113,11 +113,10 @@ bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
   if (!blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n) + spare)) {
     // Shrunk to what fits only when nothing runs (a prompt beyond the working-slot quota): a
     // sliver admitted beside running sequences grows into room they need, and they preempt.
+    // (With nothing running there is no growth to reserve for.)
     if (!blocks_.MayMakeRoomLater() || !running_.empty()) return false;
-    n = ChunkThatFits(seq, start, n, spare);  // the rest of the prompt in later steps
-    if (n < 1 || !blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n) + spare)) {
-      return false;
-    }
+    n = ChunkThatFits(seq, start, n);  // the rest of the prompt in later steps
+    if (n < 1 || !blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) return false;
   }
   blocks_.Admit(seq, cached, start + n);
   if (seq.preemptions() == 0) seq.set_prompt_cached_tokens(start);  // its first admission
@@ -130,12 +129,11 @@ bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
   return true;
 }
 
-int64_t Scheduler::ChunkThatFits(const Sequence& seq, int64_t start, int64_t n,
-                                 int64_t spare) const {
+int64_t Scheduler::ChunkThatFits(const Sequence& seq, int64_t start, int64_t n) const {
   const int64_t bt = blocks_.block_tokens();
   const int64_t held = static_cast<int64_t>(seq.block_table().size()) * bt - start;
-  const int64_t free = std::max<int64_t>(int64_t{blocks_.free_slots()} - spare, 0);
-  return std::min(n, std::max<int64_t>(held, 0) + free * bt);
+  const int64_t fits = std::max<int64_t>(held, 0) + int64_t{blocks_.free_slots()} * bt;
+  return std::min(n, fits);
 }
 
 int64_t Scheduler::GrowthReserve() const {

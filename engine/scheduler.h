@@ -138,9 +138,8 @@ class Scheduler {
   // free_slots() can take (0 when none). Used where the KV blocks may make room later (a daemon):
   // a prefill larger than what it can have at once (its working-slot quota, say) runs in smaller
   // chunks, its published blocks leaving the quota, instead of waiting for room that never comes.
-  // Tokens of `seq` from `start`, at most n, that its slots and the free slots beyond `spare`
-  // hold.
-  int64_t ChunkThatFits(const Sequence& seq, int64_t start, int64_t n, int64_t spare = 0) const;
+  // Tokens of `seq` from `start`, at most n, that its slots and the free slots hold.
+  int64_t ChunkThatFits(const Sequence& seq, int64_t start, int64_t n) const;
   // Slots the running sequences that hold their whole context need for the token after this
   // step's (a decode whose last block is full); 0 on KV blocks that never make room later.
   int64_t GrowthReserve() const;
