@@ -94,8 +94,8 @@ Client::Impl::~Impl() {
 }
 
 absl::Status Client::Impl::Handshake(protocol::Deadline deadline) {
-  protocol::Hello hello{options.ns, options.client_name, options.sq_entries, options.cq_entries,
-                        options.arena_bytes};
+  protocol::Hello hello{options.ns,         options.client_name, options.sq_entries,
+                        options.cq_entries, options.arena_bytes, options.pool};
   KVTIER_ASSIGN_OR_RETURN(std::vector<std::byte> frame, protocol::EncodeHello(hello));
   // A daemon that refuses us at accept (SO_PEERCRED) sends its Error and closes at once, so the
   // Hello may fail with EPIPE; the Error is still there to read and says why. A failed send means

@@ -73,6 +73,9 @@ struct ClientOptions {
   // A request unanswered this long, or a connect whose handshake (connect, Hello, Welcome) has
   // not finished in this long (a daemon stopped but not gone): DeadlineExceeded. Above 0.
   int timeout_ms = 60 * 1000;
+  // The daemon's memory pool to use (docs/protocol.md "Trust and isolation"); empty: the only one
+  // this process's uid and groups may use. A pool it may not use is refused (PermissionDenied).
+  std::string pool{};
 };
 
 // The daemon's GPU tier, as its Welcome describes it (wire_format.h WelcomeT0). A client on the

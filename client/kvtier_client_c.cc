@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -121,10 +122,15 @@ kvtier::Namespace NamespaceFrom(const kvtier_namespace& ns) {
 absl::Status ApplyConnectOptions(const kvtier_connect_options* o,
                                  kvtier::client::ClientOptions* options) {
   if (o == nullptr) return absl::OkStatus();
-  if (o->struct_bytes < sizeof(kvtier_connect_options)) {
-    return absl::InvalidArgumentError(
-        fmt::format("options->struct_bytes is {}; set it to sizeof(kvtier_connect_options), {}",
-                    o->struct_bytes, sizeof(kvtier_connect_options)));
+  // Version 5's struct ended before `pool`; a caller of that header names no pool.
+  constexpr size_t kV5Bytes = offsetof(kvtier_connect_options, pool);
+  if (o->struct_bytes < kV5Bytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "options->struct_bytes is {}; set it to sizeof(kvtier_connect_options), {} (at least {})",
+        o->struct_bytes, sizeof(kvtier_connect_options), kV5Bytes));
+  }
+  if (o->struct_bytes >= sizeof(kvtier_connect_options) && o->pool != nullptr) {
+    options->pool = o->pool;
   }
   if (o->key_source > KVTIER_KEY_SOURCE_ENGINE_HASH) {
     return absl::InvalidArgumentError(

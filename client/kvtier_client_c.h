@@ -32,8 +32,9 @@ extern "C" {
  * 6: working slots (kvtier_work_take, kvtier_work_publish, kvtier_work_free, kvtier_work_item,
  * KVTIER_TIER_*, KVTIER_BLOCK_OVER_QUOTA), kvtier_mutable_slot_data, kvtier_t0_slots,
  * kvtier_gpu_t0_slot (kvtierd speaks protocol version 3). 7: KVTIER_TIER_T3; kvtier_lookup's
- * tier masks may carry 1 << KVTIER_TIER_T3 (kvtierd speaks protocol version 4). */
-#define KVTIER_C_ABI_VERSION 7
+ * tier masks may carry 1 << KVTIER_TIER_T3 (kvtierd speaks protocol version 4). 8:
+ * kvtier_connect_options.pool, the memory pool to use (kvtierd speaks protocol version 5). */
+#define KVTIER_C_ABI_VERSION 8
 
 /* Per-block outcomes (docs/protocol.md "Block codes"). */
 enum {
@@ -86,6 +87,9 @@ typedef struct {
    * after it; a daemon that does not answer in time is code 4 (deadline exceeded). 0 = 60000. */
   int32_t timeout_ms;
   uint32_t reserved; /* 0 */
+  /* Since ABI version 8: the daemon's memory pool to use (NUL-terminated); NULL or "": the only
+   * one this process may use. A pool it may not use is code 7 (permission denied). */
+  const char* pool;
 } kvtier_connect_options;
 
 typedef struct {
@@ -114,8 +118,8 @@ int kvtier_abi_version(void);
 int kvtier_connect(const char* socket_path, const kvtier_namespace* ns, const char* client_name,
                    kvtier_client** out);
 /* kvtier_connect with options (NULL: the defaults, as kvtier_connect). Code 3 for a struct_bytes
- * smaller than version 5's kvtier_connect_options, an unknown key_source, a negative timeout_ms or
- * reserved not 0. */
+ * smaller than version 5's kvtier_connect_options (16 bytes, without pool: then no pool is named),
+ * an unknown key_source, a negative timeout_ms or reserved not 0. */
 int kvtier_connect_with(const char* socket_path, const kvtier_namespace* ns,
                         const char* client_name, const kvtier_connect_options* options,
                         kvtier_client** out);

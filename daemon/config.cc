@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/config_internal.h"
+
 namespace kvtier {
 namespace {
 
@@ -247,6 +249,7 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   Checks checks;
   ValidateDaemon(c, checks);
   ValidateLimits(c, checks);
+  checks.Add(config::ValidatePools(c));
   ValidateIndex(c.tiers.index, checks);
   checks.Add(c.tiers.t1.Validate());
   ValidatePolicy("t1", c.tiers.t1_policy, checks);

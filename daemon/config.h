@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,10 +82,42 @@ struct MetricsSettings {
   uint32_t request_timeout_ms = 2000;
 };
 
-// [pool]: memory isolation (DESIGN.md "Trust and isolation"). One pool for now: every namespace
-// maps the same T1 segment.
+// [pool]: the single pool of a config without [[pools]] (DESIGN.md "Trust and isolation"): every
+// client the daemon allows maps its one T1 segment. With [[pools]], `name` (when it names one of
+// them) is the pool of a client allowed in several that names none in its Hello.
 struct PoolSettings {
   std::string name = "default";
+};
+
+// One entry of [[pools]] (docs/configuration.md "Memory pools"): a pool is its own T1 segment
+// (memfd), T0 allocation and T2 directories, with its own block index and eviction; only the users
+// and groups named here (and root, the daemon's own user and daemon.allowed_users/allowed_groups)
+// may use it. Zero or empty values take the defaults PoolPlans() states.
+struct PoolSpec {
+  std::string name;                        // letters, digits, _ or -; 1 to 32 bytes
+  std::vector<std::string> users, groups;  // as written
+  std::vector<uid_t> uids;                 // resolved at load
+  std::vector<gid_t> gids;                 // resolved at load
+  uint64_t t1_capacity_bytes = 0;          // 0: an even share of t1.capacity_bytes
+  std::string numa_pci_bus_id;             // empty: t1.numa_pci_bus_id
+  double t1_high_watermark = 0;            // 0: t1.high_watermark
+  double t1_low_watermark = 0;             // 0: t1.low_watermark
+  uint64_t t0_capacity_bytes = 0;          // 0: an even share of T0 (see PoolPlans)
+  uint64_t t2_capacity_bytes = 0;          // 0: an even share of t2.capacity_bytes
+};
+
+// What the daemon builds for one pool: a tier manager over `tiers` and a service for the clients
+// allowed in it.
+struct PoolPlan {
+  std::string name;
+  std::vector<uid_t> uids;  // who may use it besides root and the daemon's own uid
+  std::vector<gid_t> gids;
+  TierManagerOptions tiers;                 // tiers.t3 is left null: the daemon opens `remote`
+  std::optional<RemoteTierOptions> remote;  // T3, when remote.enabled
+  // The pool's name is hashed into its daemon keys (key_scope.h), so blocks of two pools never
+  // share a key, even in a store both reach (T3). False for the single [pool], whose keys are
+  // those of every version before [[pools]] (its T2 survives the upgrade).
+  bool pool_scoped_keys = false;
 };
 
 struct DaemonConfig {
@@ -95,6 +128,8 @@ struct DaemonConfig {
   DaemonSettings daemon;
   MetricsSettings metrics;
   PoolSettings pool;
+  // [[pools]]: empty for a daemon of one pool ([pool], every allowed client in it).
+  std::vector<PoolSpec> pools;
   // [index], [t1], [t2]. tiers.t2 always holds the [t2] values (so they print and round-trip while
   // t2_enabled is false); tiers.t2->slot_bytes is ignored (T2 slots are T1 slots), and empty
   // tiers.t2->directories means one directory, <data_directory>/t2.
@@ -120,6 +155,15 @@ struct DaemonConfig {
   bool KeyScopeShared() const { return !daemon.key_scope_file.empty(); }
   // The remote tier's options as the daemon opens them (slot_bytes = t1.slot_bytes).
   RemoteTierOptions RemoteOptions() const;
+  // The pools the daemon runs, in config order. Without [[pools]]: one, named pool.name, for
+  // daemon.allowed_uids/gids, over ManagerOptions(). With [[pools]]: one per entry, each over
+  // ManagerOptions() with its own T1 (t1_capacity_bytes or t1.capacity_bytes / pools, in whole
+  // slots; its NUMA placement and watermarks), T0 (t0_capacity_bytes, or t0.capacity_bytes /
+  // pools, or t0.free_fraction / pools of the free memory) and T2 (each t2 directory's
+  // <dir>/<name>, t2_capacity_bytes or t2.capacity_bytes / pools in whole slots; a set
+  // t2.metadata_directory gets /<name> too), and daemon.allowed_uids/gids added to its own.
+  // Precondition: a validated config.
+  std::vector<PoolPlan> PoolPlans() const;
 };
 
 // One setting given on the command line. `origin` names it in errors ("--t1.capacity_bytes" or

@@ -2,6 +2,8 @@
 // every step adds its problems to.
 #pragma once
 
+#include <toml++/toml.h>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +17,16 @@ namespace kvtier::config {
 // anything else a name looked up with getpwnam/getgrnam. InvalidArgument naming every entry that
 // does not resolve, one per line, e.g. "daemon.allowed_users[1]: no user named 'bob'".
 absl::Status ResolveIds(DaemonConfig* config);
+
+// [[pools]] (config_pools.cc): the entries of a `pools` value, e.g. "pools[1].name: ..." for a
+// bad one; the value printed back as an inline array of tables; the keys an entry may have.
+absl::StatusOr<std::vector<PoolSpec>> ReadPools(const toml::node& value);
+std::string FormatPools(const std::vector<PoolSpec>& pools);
+std::string PoolKeyNames();
+// The checks across [[pools]] entries and against the tiers: names, who may use each pool,
+// capacities, watermarks. Every problem, one per line, each starting with its key ("pools[1].name:
+// ..." or "pools: ..."). OK without [[pools]].
+absl::Status ValidatePools(const DaemonConfig& config);
 
 // The checks of PrepareDirectories that need nothing created: every T2 directory (and the parent
 // of t2.metadata_directory) that exists or lies outside daemon.data_directory must be a writable

@@ -38,6 +38,13 @@ std::string UnknownKey(const std::string& name) {
   return fmt::format("{}: unknown key in [{}] (known: {})", name, section, fmt::join(known, ", "));
 }
 
+// "<key>: <message>", or the message alone when it names an entry of the key already
+// ("pools[1].name: ...").
+std::string Named(const std::string& key, const absl::Status& status) {
+  const std::string message(status.message());
+  return message.starts_with(key + "[") ? message : fmt::format("{}: {}", key, message);
+}
+
 class FileLoader {
  public:
   FileLoader(std::string path, DaemonConfig* config, config::Problems* problems)
@@ -72,7 +79,7 @@ class FileLoader {
         continue;
       }
       if (absl::Status s = key->set(v, *config_); !s.ok()) {
-        Note(line, name, fmt::format("{}: {}", name, std::string(s.message())));
+        Note(line, name, Named(name, s));
       }
       config_->origins[name] = fmt::format("{}:{}", path_, line);
     }
@@ -164,7 +171,7 @@ void ApplyOverride(const ConfigOverride& o, DaemonConfig* config, config::Proble
   absl::StatusOr<toml::table> holder = ToValue(*key, o.value);
   absl::Status s = holder.ok() ? key->set(*holder->get("v"), *config) : holder.status();
   if (!s.ok()) {
-    problems->AddRead(o.origin, o.key, fmt::format("{}: {}", o.key, std::string(s.message())));
+    problems->AddRead(o.origin, o.key, Named(o.key, s));
     return;
   }
   config->origins[o.key] = o.origin;

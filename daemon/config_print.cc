@@ -26,6 +26,11 @@ std::string Escaped(std::string_view cell) {
 
 std::string PrintConfig(const DaemonConfig& config) {
   std::string out = kHeader;
+  // Keys of the top level (pools) come before the first [section], as TOML wants.
+  for (const ConfigKey& key : ConfigKeys()) {
+    if (!SectionOf(key.name).empty()) continue;
+    out += fmt::format("\n# {} ({})\n{} = {}\n", key.doc, key.type, key.name, key.get(config));
+  }
   for (const ConfigSection& section : ConfigSections()) {
     out += fmt::format("\n# {}\n[{}]\n", section.doc, section.name);
     for (const ConfigKey& key : ConfigKeys()) {
@@ -39,7 +44,15 @@ std::string PrintConfig(const DaemonConfig& config) {
 
 std::string ConfigMarkdown() {
   const DaemonConfig defaults;
-  std::string out;
+  std::string out =
+      "### Top level\n\nKeys before the first section.\n\n| key | type | default | meaning |\n"
+      "| --- | --- | --- | --- |\n";
+  for (const ConfigKey& key : ConfigKeys()) {
+    if (!SectionOf(key.name).empty()) continue;
+    out += fmt::format("| `{}` | {} | `{}` | {} |\n", key.name, Escaped(key.type),
+                       Escaped(key.get(defaults)), Escaped(key.doc));
+  }
+  out += "\n";
   for (const ConfigSection& section : ConfigSections()) {
     out += fmt::format(
         "### [{}]\n\n{}\n\n| key | type | default | meaning |\n| --- | --- | --- | --- |\n",

@@ -3,6 +3,7 @@
 // Defaults are not here: they are DefaultConfig()'s values, printed through each key's getter.
 #include "daemon/config_schema.h"
 
+#include "daemon/config_internal.h"
 #include "daemon/config_key_types.h"
 #include "index/admission_policy.h"
 #include "index/eviction_policy.h"
@@ -91,7 +92,9 @@ std::vector<ConfigKey> DaemonKeys() {
            "A connection must send its request within this (and take the answer), else it is "
            "closed; in [1, 600000]",
            KVTIER_FIELD(metrics.request_timeout_ms)),
-      Text("pool.name", "Name of the one memory pool (all namespaces share its T1 segment)",
+      Text("pool.name",
+           "Name of the one memory pool (every allowed client maps its T1 segment); with "
+           "[[pools]]: the pool of a client that may use several and names none in its Hello",
            KVTIER_FIELD(pool.name)),
       Uint("index.num_shards", "Shards (and locks) of the block index: a power of two <= 4096",
            KVTIER_FIELD(tiers.index.num_shards)),
@@ -329,8 +332,24 @@ std::vector<ConfigKey> RemoteKeys() {
   return keys;
 }
 
+// pools: the [[pools]] entries (config_pools.cc), one value of the top level.
+ConfigKey PoolsKey() {
+  return {"pools",
+          "array of tables",
+          "Several memory pools, each its own T1 segment, T0 allocation, T2 directories and "
+          "eviction, used only by the users and groups it names ([[pools]] entries with keys " +
+              PoolKeyNames() + "; docs/configuration.md \"Memory pools\"); empty: the one [pool]",
+          CliForm::kValue,
+          [](const toml::node& v, DaemonConfig& c) -> absl::Status {
+            KVTIER_ASSIGN_OR_RETURN(c.pools, ReadPools(v));
+            return absl::OkStatus();
+          },
+          [](const DaemonConfig& c) { return FormatPools(c.pools); }};
+}
+
 std::vector<ConfigKey> BuildKeys() {
-  std::vector<ConfigKey> keys = DaemonKeys();
+  std::vector<ConfigKey> keys = {PoolsKey()};
+  for (ConfigKey& k : DaemonKeys()) keys.push_back(std::move(k));
   for (auto* part : {&T0Keys, &T1Keys, &T2Keys, &RemoteKeys}) {
     for (ConfigKey& k : part()) keys.push_back(std::move(k));
   }
@@ -351,7 +370,9 @@ const std::vector<ConfigSection>& ConfigSections() {
   static const std::vector<ConfigSection>* const sections = new std::vector<ConfigSection>{
       {"daemon", "The process and its control socket (docs/configuration.md: access control)."},
       {"metrics", "The Prometheus endpoint."},
-      {"pool", "Memory isolation: one pool, one T1 segment mapped by every client."},
+      {"pool",
+       "Memory isolation: one pool, one T1 segment mapped by every client (the default; "
+       "`pools` above declares several)."},
       {"index", "The block index (what is cached where)."},
       {"t0", "T0: GPU HBM, one device pool cut into slots, shared with clients on that GPU."},
       {"t0.eviction", "Which T0 block is demoted (to T1) next."},

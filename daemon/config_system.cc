@@ -86,9 +86,21 @@ absl::Status ResolveIds(DaemonConfig* c) {
                                      LookupUser, &c->daemon.allowed_uids);
   const absl::Status groups = Resolve("daemon.allowed_groups", c->daemon.allowed_groups, "group",
                                       LookupGroup, &c->daemon.allowed_gids);
-  if (users.ok() || groups.ok()) return users.ok() ? groups : users;
-  return absl::InvalidArgumentError(
-      fmt::format("{}\n{}", std::string(users.message()), std::string(groups.message())));
+  std::vector<std::string> problems;
+  for (const absl::Status& s : {users, groups}) {
+    if (!s.ok()) problems.emplace_back(s.message());
+  }
+  for (size_t i = 0; i < c->pools.size(); ++i) {
+    PoolSpec& pool = c->pools[i];
+    for (const absl::Status& s :
+         {Resolve(fmt::format("pools[{}].users", i), pool.users, "user", LookupUser, &pool.uids),
+          Resolve(fmt::format("pools[{}].groups", i), pool.groups, "group", LookupGroup,
+                  &pool.gids)}) {
+      if (!s.ok()) problems.emplace_back(s.message());
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format("{}", fmt::join(problems, "\n")));
 }
 
 absl::Status CheckDirectories(const DaemonConfig& c) {
@@ -127,7 +139,15 @@ absl::Status PrepareDirectories(const DaemonConfig& c) {
       problems.AddLocated(c, MakeDirectory(fmt::format("t2.directories[{}]", i), dirs[i]));
     }
   }
-  problems.AddLocated(c, c.ManagerOptions().t2->Validate());
+  // Each pool of [[pools]] has its own directory inside each T2 directory (config.h PoolPlans).
+  for (const PoolPlan& plan : c.PoolPlans()) {
+    for (const std::string& dir : plan.tiers.t2->directories) {
+      if (plan.pool_scoped_keys && !std::filesystem::exists(dir)) {
+        problems.AddLocated(c, MakeDirectory(fmt::format("pools ('{}')", plan.name), dir));
+      }
+    }
+    problems.AddLocated(c, plan.tiers.t2->Validate());
+  }
   return problems.Result();
 }
 

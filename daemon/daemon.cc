@@ -24,12 +24,13 @@ namespace kvtier {
 namespace {
 
 // daemon.flush_on_stop: T1's blocks with no T2 copy are written to T2 before the tiers close, so a
-// clean restart finds them; logs what it did and what it could not.
-void FlushT1OnStop(TierManager& tiers, const DaemonSettings& settings) {
+// clean restart finds them; logs what it did and what it could not. `pool`: "" for the single
+// pool, else " of pool 'name'" for the log.
+void FlushT1OnStop(TierManager& tiers, const DaemonSettings& settings, const std::string& pool) {
   if (!settings.flush_on_stop || tiers.t2() == nullptr) return;
   const auto start = std::chrono::steady_clock::now();
   const TierManagerStats before = tiers.Stats();
-  KVTIER_LOG(kInfo, "daemon", "flushing T1 to T2 (daemon.flush_on_stop, at most {} s)",
+  KVTIER_LOG(kInfo, "daemon", "flushing T1{} to T2 (daemon.flush_on_stop, at most {} s)", pool,
              settings.flush_on_stop_seconds);
   const bool finished = tiers.FlushT1(start + std::chrono::seconds(settings.flush_on_stop_seconds));
   const TierManagerStats after = tiers.Stats();
@@ -43,9 +44,9 @@ void FlushT1OnStop(TierManager& tiers, const DaemonSettings& settings) {
       tiers.t1().Stats().used_slots, finished ? "" : ", or daemon.flush_on_stop_seconds ran out",
       took.count());
   if (finished) {
-    KVTIER_LOG(kInfo, "daemon", "flushed T1: {}", summary);
+    KVTIER_LOG(kInfo, "daemon", "flushed T1{}: {}", pool, summary);
   } else {
-    KVTIER_LOG(kWarn, "daemon", "flush of T1 cut short: {}", summary);
+    KVTIER_LOG(kWarn, "daemon", "flush of T1{} cut short: {}", pool, summary);
   }
 }
 
@@ -60,23 +61,34 @@ void RemoveCreated(const std::vector<std::string>& paths) {
 
 }  // namespace
 
+// One memory pool's tiers (config.h PoolPlan).
+struct PoolTiers {
+  std::string name;
+  bool named = false;  // one of several pools: its name labels its metrics and log lines
+  std::unique_ptr<TierManager> tiers;
+  RemoteTier* remote = nullptr;  // T3, owned by the tier manager's options; null without
+  std::string ForLog() const { return named ? fmt::format(" of pool '{}'", name) : ""; }
+};
+
 // Members in construction order; destroyed in reverse (see daemon.h).
 class Daemon::Parts {
  public:
   explicit Parts(const DaemonConfig& c) : config(c) {}
   ~Parts() {
     if (server) server->Stop();
-    if (tiers && server) FlushT1OnStop(*tiers, config.daemon);  // no server: the start failed
-    if (metrics) metrics->WatchTiers(nullptr);
+    for (PoolTiers& pool : pools) {
+      // No server: the start failed, and nothing was served.
+      if (server) FlushT1OnStop(*pool.tiers, config.daemon, pool.ForLog());
+    }
+    if (metrics) metrics->WatchPools({});
   }
   const DaemonConfig config;
   // Before the tiers, which report their moves to it until they are destroyed.
   std::unique_ptr<DaemonMetrics> metrics;
-  std::unique_ptr<TierManager> tiers;
-  RemoteTier* remote = nullptr;  // T3, owned by the tier manager's options; null without
+  std::vector<PoolTiers> pools;  // in config order; every one has its tier manager
   std::unique_ptr<KeyScope> scope;
   std::unique_ptr<LookupRecorder> recorder;
-  std::unique_ptr<Service> service;
+  std::vector<std::unique_ptr<Service>> services;  // services[i] serves pools[i]
   std::unique_ptr<Server> server;
 };
 
@@ -86,6 +98,7 @@ ServerOptions ServerOptionsOf(const DaemonConfig& config) {
   ServerOptions o;
   o.socket_path = config.SocketPath();
   o.socket_mode = config.daemon.socket_mode;
+  o.default_pool = config.pool.name;
   o.allowed_uids = config.daemon.allowed_uids;
   o.allowed_gids = config.daemon.allowed_gids;
   o.max_connections = config.daemon.max_connections;
@@ -99,37 +112,100 @@ ServerOptions ServerOptionsOf(const DaemonConfig& config) {
   return o;
 }
 
-// The metrics endpoint, when enabled, and the tier manager reporting its moves to it.
-absl::Status BuildMetricsAndTiers(Daemon::Parts& p) {
-  TierManagerOptions options = p.config.ManagerOptions();
-  if (p.config.remote_enabled) {
-    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<RemoteTier> t3,
-                            RemoteTier::Open(p.config.RemoteOptions()));
-    p.remote = t3.get();
-    options.t3 = std::move(t3);
-    KVTIER_LOG(kInfo, "daemon", "remote tier T3 on {} ({}), key prefix \"{}\"",
-               fmt::join(p.config.remote.store.nodes, ", "),
-               p.config.remote.store.cluster == ClusterMode::kCluster      ? "cluster"
-               : p.config.remote.store.cluster == ClusterMode::kStandalone ? "standalone"
-                                                                           : "cluster or not",
-               p.config.remote.store.key_prefix);
+// The metrics endpoint, when enabled: the move-latency series of every tier a pool runs.
+absl::Status BuildMetrics(Daemon::Parts& p, const std::vector<PoolPlan>& plans) {
+  if (!p.config.metrics.enabled) return absl::OkStatus();
+  TierMask tiers = TierBit(Tier::kT1);
+  for (const PoolPlan& plan : plans) {
+    if (plan.tiers.t0) tiers |= TierBit(Tier::kT0);
+    if (plan.tiers.t2) tiers |= TierBit(Tier::kT2);
+    if (plan.remote) tiers |= TierBit(Tier::kT3);
   }
-  if (p.config.metrics.enabled) {
-    TierMask tiers = TierBit(Tier::kT1);
-    if (options.t0) tiers |= TierBit(Tier::kT0);
-    if (options.t2) tiers |= TierBit(Tier::kT2);
-    if (options.t3) tiers |= TierBit(Tier::kT3);
-    const MetricsHttpOptions http{p.config.metrics.threads, p.config.metrics.request_timeout_ms};
-    KVTIER_ASSIGN_OR_RETURN(p.metrics,
-                            DaemonMetrics::Create(p.config.metrics.listen_address, tiers, http));
+  const MetricsHttpOptions http{p.config.metrics.threads, p.config.metrics.request_timeout_ms};
+  KVTIER_ASSIGN_OR_RETURN(p.metrics,
+                          DaemonMetrics::Create(p.config.metrics.listen_address, tiers, http));
+  return absl::OkStatus();
+}
+
+// One pool's tier manager (and its T3), reporting its moves to the metrics.
+absl::Status BuildPool(Daemon::Parts& p, const PoolPlan& plan) {
+  PoolTiers pool{plan.name, plan.pool_scoped_keys, nullptr, nullptr};
+  TierManagerOptions options = plan.tiers;
+  if (plan.remote) {
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<RemoteTier> t3, RemoteTier::Open(*plan.remote));
+    pool.remote = t3.get();
+    options.t3 = std::move(t3);
+    const RemoteStoreOptions& store = plan.remote->store;
+    KVTIER_LOG(kInfo, "daemon", "remote tier T3{} on {} ({}), key prefix \"{}\"", pool.ForLog(),
+               fmt::join(store.nodes, ", "),
+               store.cluster == ClusterMode::kCluster      ? "cluster"
+               : store.cluster == ClusterMode::kStandalone ? "standalone"
+                                                           : "cluster or not",
+               store.key_prefix);
+  }
+  if (p.metrics) {
     DaemonMetrics* metrics = p.metrics.get();  // outlives the tiers (Parts' member order)
     options.on_move = [metrics](const TierMove& move, double seconds) {
       metrics->ObserveTierMove(move, seconds);
     };
   }
-  KVTIER_ASSIGN_OR_RETURN(p.tiers, TierManager::Create(options));
-  if (p.metrics) p.metrics->WatchTiers(p.tiers.get(), p.remote);
+  absl::StatusOr<std::unique_ptr<TierManager>> tiers = TierManager::Create(options);
+  if (!tiers.ok() && plan.pool_scoped_keys) {
+    return absl::Status(tiers.status().code(), fmt::format("pool '{}': {}", plan.name,
+                                                           std::string(tiers.status().message())));
+  }
+  KVTIER_RETURN_IF_ERROR(tiers.status());
+  pool.tiers = std::move(*tiers);
+  p.pools.push_back(std::move(pool));
   return absl::OkStatus();
+}
+
+absl::Status BuildMetricsAndTiers(Daemon::Parts& p) {
+  const std::vector<PoolPlan> plans = p.config.PoolPlans();
+  KVTIER_RETURN_IF_ERROR(BuildMetrics(p, plans));
+  for (const PoolPlan& plan : plans) KVTIER_RETURN_IF_ERROR(BuildPool(p, plan));
+  if (p.metrics) {
+    std::vector<WatchedPool> watched;
+    for (const PoolTiers& pool : p.pools) {
+      watched.push_back({pool.named ? pool.name : "", pool.tiers.get(), pool.remote});
+    }
+    p.metrics->WatchPools(std::move(watched));
+  }
+  return absl::OkStatus();
+}
+
+// A service per pool, and the server over them.
+absl::Status BuildServices(Daemon::Parts& p) {
+  ServiceOptions service_options;
+  service_options.verify_puts = p.config.daemon.verify_puts;
+  service_options.verify_threads = p.config.daemon.verify_threads;
+  service_options.max_working_slots = p.config.daemon.max_working_slots;
+  for (const PoolTiers& pool : p.pools) {
+    service_options.pool_scope = pool.named ? pool.name : "";
+    p.services.push_back(std::make_unique<Service>(*pool.tiers, *p.scope, p.recorder.get(),
+                                                   p.metrics.get(), service_options));
+  }
+  const ServerOptions options = ServerOptionsOf(p.config);
+  if (p.config.pools.empty()) {
+    KVTIER_ASSIGN_OR_RETURN(p.server, Server::Start(options, *p.services[0]));
+    return absl::OkStatus();
+  }
+  const std::vector<PoolPlan> plans = p.config.PoolPlans();
+  std::vector<ServerPool> pools;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    pools.push_back({{plans[i].name, plans[i].uids, plans[i].gids}, p.services[i].get()});
+  }
+  KVTIER_ASSIGN_OR_RETURN(p.server, Server::Start(options, std::move(pools)));
+  return absl::OkStatus();
+}
+
+// "T1 100 of 512 slots usable" for one pool (T1 grows after start: HostTier), with its name.
+std::string ReadyT1(const PoolTiers& pool) {
+  const HostTier& t1 = pool.tiers->t1();
+  return fmt::format(
+      "T1{} {} of {} slots usable{}", pool.named ? " '" + pool.name + "'" : "", t1.ready_slots(),
+      t1.capacity_slots(),
+      t1.ready_slots() < t1.capacity_slots() ? ", the rest grows in the background" : "");
 }
 
 absl::Status Build(Daemon::Parts& p) {
@@ -146,22 +222,15 @@ absl::Status Build(Daemon::Parts& p) {
   if (!p.config.daemon.record_file.empty()) {
     KVTIER_ASSIGN_OR_RETURN(p.recorder, LookupRecorder::Open(p.config.daemon.record_file));
   }
-  ServiceOptions service_options;
-  service_options.verify_puts = p.config.daemon.verify_puts;
-  service_options.verify_threads = p.config.daemon.verify_threads;
-  service_options.max_working_slots = p.config.daemon.max_working_slots;
-  p.service = std::make_unique<Service>(*p.tiers, *p.scope, p.recorder.get(), p.metrics.get(),
-                                        service_options);
-  KVTIER_ASSIGN_OR_RETURN(p.server, Server::Start(ServerOptionsOf(p.config), *p.service));
+  KVTIER_RETURN_IF_ERROR(BuildServices(p));
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   // T1 grows after this (HostTier): say how much of it serves now, so the figure is not misread.
-  const HostTier& t1 = p.tiers->t1();
-  KVTIER_LOG(kInfo, "daemon",
-             "kvtierd ready in {:.3f} s: socket {}, metrics {}; T1 {} of {} slots usable{}",
-             took.count(), p.config.SocketPath(),
+  std::vector<std::string> t1;
+  for (const PoolTiers& pool : p.pools) t1.push_back(ReadyT1(pool));
+  KVTIER_LOG(kInfo, "daemon", "kvtierd ready in {:.3f} s: socket {}, metrics {}; {}", took.count(),
+             p.config.SocketPath(),
              p.metrics ? fmt::format("http://{}/metrics", p.config.metrics.listen_address) : "off",
-             t1.ready_slots(), t1.capacity_slots(),
-             t1.ready_slots() < t1.capacity_slots() ? ", the rest grows in the background" : "");
+             fmt::join(t1, "; "));
   return absl::OkStatus();
 }
 
@@ -177,7 +246,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     // No client was served, so T2 files this start created hold nothing: they go with it, so that
     // the next start (perhaps with another t2.capacity_bytes) finds the directories as they were.
     std::vector<std::string> created;
-    if (parts->tiers && parts->tiers->t2()) created = parts->tiers->t2()->created_paths();
+    for (const PoolTiers& pool : parts->pools) {
+      if (pool.tiers->t2() == nullptr) continue;
+      const std::vector<std::string> paths = pool.tiers->t2()->created_paths();
+      created.insert(created.end(), paths.begin(), paths.end());
+    }
     parts.reset();
     RemoveCreated(created);
     return status;

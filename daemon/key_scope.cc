@@ -97,6 +97,16 @@ absl::StatusOr<KeyScope> KeyScope::Load(const std::string& path, bool must_exist
   return KeyScope(secret);
 }
 
+BlockKey KeyScope::InPool(const BlockKey& root, std::string_view pool) {
+  constexpr std::string_view kTag = "kvtier-pool:";
+  std::string input(16, '\0');
+  std::memcpy(input.data(), &root, 16);
+  input.append(kTag);
+  input.append(pool);
+  const XXH128_hash_t h = XXH3_128bits(input.data(), input.size());
+  return BlockKey{h.low64, h.high64};
+}
+
 BlockKey KeyScope::Scope(const BlockKey& root, const BlockKey& client_key) const {
   // bytes(key) is lo then hi, little-endian (block_key.h): on a little-endian CPU exactly the
   // struct's bytes, so no conversion on this per-key path.

@@ -26,6 +26,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/types/span.h"
 #include "common/status.h"
@@ -45,6 +46,13 @@ class KeyScope {
   // must_exist), unreadable, wrong size, not creatable.
   static absl::StatusOr<KeyScope> Load(const std::string& path, bool must_exist = false);
   explicit KeyScope(const Secret& secret) : secret_(secret) {}
+
+  // The root a namespace with root `root` has in the pool named `pool` of a daemon with several
+  // pools ([[pools]], config.h PoolPlan::pool_scoped_keys): XXH3_128(bytes(root) ‖ "kvtier-pool:"
+  // ‖ pool). Scope() over it gives the same client key a different daemon key in each pool, so a
+  // namespace of pool A never sees a block of pool B, even with the same namespace, in a store
+  // both pools reach (the remote tier). Pure; no secret needed (Scope adds it).
+  static BlockKey InPool(const BlockKey& root, std::string_view pool);
 
   // The daemon key of `client_key` in the namespace with root `root`.
   BlockKey Scope(const BlockKey& root, const BlockKey& client_key) const;

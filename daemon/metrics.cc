@@ -230,8 +230,13 @@ DaemonMetrics::~DaemonMetrics() {
   exposer_.reset();  // civetweb stops and joins its threads; no scrape runs after this
 }
 
+void DaemonMetrics::WatchPools(std::vector<WatchedPool> pools) {
+  collector_->Watch(std::move(pools));
+}
+
 void DaemonMetrics::WatchTiers(const TierManager* manager, const RemoteTier* remote) {
-  collector_->Watch(manager, remote);
+  if (manager == nullptr) return collector_->Watch({});
+  collector_->Watch({WatchedPool{"", manager, remote}});
 }
 
 void DaemonMetrics::OnLookup(uint64_t keys, const std::array<uint64_t, kNumTiers>& hit_blocks,

@@ -53,6 +53,13 @@ class MetricsCollector;
 
 inline constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9464";
 
+// One memory pool whose tiers the page shows (DaemonMetrics::WatchPools).
+struct WatchedPool {
+  std::string name;  // the `pool` label of its tier families; empty: no label (a single pool)
+  const TierManager* manager = nullptr;  // not null
+  const RemoteTier* remote = nullptr;    // the manager's T3, for its store's counters; may be null
+};
+
 // How the endpoint serves connections (docs/configuration.md, [metrics]).
 struct MetricsHttpOptions {
   // Connections served at once; more wait for a thread. Idle or slow peers each hold one for at
@@ -123,6 +130,10 @@ class DaemonMetrics {
   // Returns after any scrape reading the previous manager has finished.
   // `remote`: the manager's remote tier (T3), whose store's counters the page shows too.
   void WatchTiers(const TierManager* manager, const RemoteTier* remote = nullptr);
+  // WatchTiers for a daemon of several pools: each pool's tier families carry {pool="<name>"}
+  // (docs/metrics.md); an empty list stops reading tiers. The request-path families (lookups,
+  // hits, copies, leases, clients) are the daemon's, summed over its pools.
+  void WatchPools(std::vector<WatchedPool> pools);
 
   // --- Recording, for the op layer. Cheap: atomics, no allocation, no lookups. ---
   // One lookup of `keys` block keys; hit_blocks[t] of the found prefix were served from tier t

@@ -255,17 +255,25 @@ void MergeFamilies(std::vector<MetricFamily>& into, std::vector<MetricFamily> mo
 MetricsCollector::MetricsCollector(std::shared_ptr<prometheus::Registry> registry)
     : registry_(std::move(registry)) {}
 
-void MetricsCollector::Watch(const TierManager* manager, const RemoteTier* remote) {
+void AddLabel(std::vector<MetricFamily>& families, const ClientMetric::Label& label) {
+  for (MetricFamily& family : families) {
+    for (ClientMetric& m : family.metric) m.label.push_back(label);
+  }
+}
+
+void MetricsCollector::Watch(std::vector<WatchedPool> pools) {
   absl::MutexLock lock(&mu_);
-  manager_ = manager;
-  remote_ = manager == nullptr ? nullptr : remote;
+  pools_ = std::move(pools);
 }
 
 std::vector<MetricFamily> MetricsCollector::Collect() const {
   std::vector<MetricFamily> families = registry_->Collect();
   absl::MutexLock lock(&mu_);
-  if (manager_ != nullptr)
-    MergeFamilies(families, TierFamilies(TakeTierSnapshot(*manager_, remote_)));
+  for (const WatchedPool& pool : pools_) {
+    std::vector<MetricFamily> tiers = TierFamilies(TakeTierSnapshot(*pool.manager, pool.remote));
+    if (!pool.name.empty()) AddLabel(tiers, {"pool", pool.name});
+    MergeFamilies(families, std::move(tiers));
+  }
   return families;
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/metrics.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
@@ -53,22 +54,26 @@ std::vector<prometheus::MetricFamily> TierFamilies(const TierSnapshot& snapshot)
 void MergeFamilies(std::vector<prometheus::MetricFamily>& into,
                    std::vector<prometheus::MetricFamily> more);
 
-// What the exposer serves: the registry's families plus, while a manager is watched, its
-// snapshot's. Thread-safe; Collect runs on the exposer's threads.
+// `label` added to every sample of `families` (a pool's name: {pool="a"}).
+void AddLabel(std::vector<prometheus::MetricFamily>& families,
+              const prometheus::ClientMetric::Label& label);
+
+// What the exposer serves: the registry's families plus, for each watched pool, its tier
+// manager's snapshot's (with a `pool` label when the pool has a name: a daemon of several pools).
+// Thread-safe; Collect runs on the exposer's threads.
 class MetricsCollector : public prometheus::Collectable {
  public:
   explicit MetricsCollector(std::shared_ptr<prometheus::Registry> registry);
 
-  // Null stops reading tiers. Waits for a Collect reading the previous manager to finish.
-  // `remote`: the manager's T3 (null without one).
-  void Watch(const TierManager* manager, const RemoteTier* remote = nullptr);
+  // Replaces the watched pools (empty: stops reading tiers). Waits for a Collect reading the
+  // previous ones to finish.
+  void Watch(std::vector<WatchedPool> pools);
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const std::shared_ptr<prometheus::Registry> registry_;
   mutable absl::Mutex mu_;
-  const TierManager* manager_ ABSL_GUARDED_BY(mu_) = nullptr;
-  const RemoteTier* remote_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<WatchedPool> pools_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier::internal

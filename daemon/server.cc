@@ -1,7 +1,5 @@
 #include "daemon/server.h"
 
-#include <grp.h>
-#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,6 +33,7 @@ struct Handshake {
   Local::socket socket;
   asio::steady_timer timer;
   ucred cred{};
+  std::vector<gid_t> groups;  // GroupsOf(cred), read once at accept
   std::array<std::byte, sizeof(FrameHeader)> header{};
   std::vector<std::byte> payload;
 };
@@ -65,6 +64,12 @@ std::string Describe(const ucred& cred, const protocol::Hello& hello) {
                      log::EscapeForLog(hello.client_name), log::EscapeForLog(hello.ns.model_id));
 }
 
+std::vector<PoolAccess> AccessOf(const std::vector<ServerPool>& pools) {
+  std::vector<PoolAccess> access;
+  for (const ServerPool& pool : pools) access.push_back(pool.access);
+  return access;
+}
+
 void SendError(int fd, absl::StatusCode code, const std::string& message) {
   (void)protocol::SendFrame(fd, protocol::EncodeError(protocol::ErrorFrame{code, message}));
 }
@@ -73,16 +78,17 @@ void SendError(int fd, absl::StatusCode code, const std::string& message) {
 
 class Server::Impl {
  public:
-  Impl(const ServerOptions& options, Service& service)
+  Impl(const ServerOptions& options, std::vector<ServerPool> pools)
       : options_(options),
-        service_(service),
+        pools_(std::move(pools)),
+        access_(AccessOf(pools_)),
         acceptor_(io_),
         accept_timer_(io_),
         guard_(io_.get_executor()) {}
   // The limits of ServerOptions against the defaults and the protocol's maxima.
   absl::Status CheckLimits() const;
   absl::Status Bind();
-  // Fills t0_ from the service's T0 (when it has one), once: every Welcome carries it.
+  // Fills t0_[p] from pool p's T0 (when it has one), once: every Welcome of that pool carries it.
   absl::Status DescribeT0();
   void Run() {
     Accept();
@@ -96,17 +102,21 @@ class Server::Impl {
   // Waits (AcceptBackoff) before accepting again.
   void AcceptFailed(const boost::system::error_code& ec);
   void OnAccepted(Local::socket socket);
-  bool Allowed(const ucred& cred) const;
+  // Whether the peer may use some pool; else the reason it is refused.
+  absl::Status Allowed(const ucred& cred, const std::vector<gid_t>& groups) const;
   void ReadHello(const std::shared_ptr<Handshake>& h);
   void OnHello(const std::shared_ptr<Handshake>& h);
   absl::Status Welcome(const std::shared_ptr<Handshake>& h, const protocol::Hello& hello);
+  // The pool the client of `h` gets for `hello` (pool_access.h ChoosePool).
+  absl::StatusOr<size_t> PoolFor(const Handshake& h, const protocol::Hello& hello) const;
   // The region a Hello gets, or ResourceExhausted when it asks for more than the limits.
   absl::StatusOr<protocol::RegionLayout> LayoutFor(const protocol::Hello& hello) const;
   void Watch(uint64_t id);
   void Close(uint64_t id, const std::string& reason, bool send_error);
 
   const ServerOptions options_;
-  Service& service_;
+  const std::vector<ServerPool> pools_;
+  const std::vector<PoolAccess> access_;  // pools_[i].access
   asio::io_context io_;
   Local::acceptor acceptor_;
   asio::steady_timer accept_timer_;  // the wait after a failed accept
@@ -117,25 +127,31 @@ class Server::Impl {
   uint64_t next_id_ = 1;                                         // io thread only
   std::atomic<size_t> clients_{0};
   bool stopped_ = false;
-  protocol::Welcome t0_;  // only its t0_* fields: what every Welcome says about T0
+  // Per pool, only its t0_* fields: what every Welcome of that pool says about T0.
+  std::vector<protocol::Welcome> t0_;
 };
 
 absl::Status Server::Impl::DescribeT0() {
-  const std::optional<T0Pool> t0 = service_.t0_pool();
-  if (!t0) return absl::OkStatus();
-  if (t0->pci_bus_id.empty() || t0->pci_bus_id.size() >= protocol::kPciBusIdBytes) {
-    return absl::InternalError(
-        fmt::format("T0 on GPU {}: PCI bus id '{}' does not fit the Welcome's {} bytes", t0->device,
-                    t0->pci_bus_id, protocol::kPciBusIdBytes));
+  t0_.assign(pools_.size(), protocol::Welcome{});
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    const std::optional<T0Pool> t0 = pools_[p].service->t0_pool();
+    if (!t0) continue;
+    if (t0->pci_bus_id.empty() || t0->pci_bus_id.size() >= protocol::kPciBusIdBytes) {
+      return absl::InternalError(
+          fmt::format("T0 on GPU {}: PCI bus id '{}' does not fit the Welcome's {} bytes",
+                      t0->device, t0->pci_bus_id, protocol::kPciBusIdBytes));
+    }
+    static_assert(gpu::kIpcHandleBytes == protocol::kT0IpcHandleBytes);
+    protocol::Welcome& w = t0_[p];
+    w.t0_bytes = t0->bytes;
+    w.t0_slot_bytes = t0->slot_bytes;
+    w.t0_slots = t0->slots;
+    w.t0_pci_bus_id = t0->pci_bus_id;
+    w.t0_ipc_handle = t0->ipc_handle.bytes;
+    KVTIER_LOG(kInfo, "server", "clients{} on GPU {} ({}) may map T0: {} slots of {} bytes",
+               pools_.size() > 1 ? fmt::format(" of pool '{}'", pools_[p].access.name) : "",
+               t0->device, t0->pci_bus_id, w.t0_slots, w.t0_slot_bytes);
   }
-  static_assert(gpu::kIpcHandleBytes == protocol::kT0IpcHandleBytes);
-  t0_.t0_bytes = t0->bytes;
-  t0_.t0_slot_bytes = t0->slot_bytes;
-  t0_.t0_slots = t0->slots;
-  t0_.t0_pci_bus_id = t0->pci_bus_id;
-  t0_.t0_ipc_handle = t0->ipc_handle.bytes;
-  KVTIER_LOG(kInfo, "server", "clients on GPU {} ({}) may map T0: {} slots of {} bytes", t0->device,
-             t0->pci_bus_id, t0_.t0_slots, t0_.t0_slot_bytes);
   return absl::OkStatus();
 }
 
@@ -218,55 +234,34 @@ void Server::Impl::AcceptFailed(const boost::system::error_code& ec) {
   });
 }
 
-// The peer's groups: its primary gid and, when the user has an entry, its supplementary groups
-// (SO_PEERCRED carries only the primary one; `usermod -aG kvtier alice` adds a supplementary one).
-static std::vector<gid_t> GroupsOf(const ucred& cred) {
-  std::vector<gid_t> groups = {cred.gid};
-  std::vector<char> buffer(16384);
-  passwd pw;
-  passwd* found = nullptr;
-  if (::getpwuid_r(cred.uid, &pw, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
-    return groups;
+absl::Status Server::Impl::Allowed(const ucred& cred, const std::vector<gid_t>& groups) const {
+  for (const ServerPool& pool : pools_) {
+    if (MayUse(pool.access, cred, groups)) return absl::OkStatus();
   }
-  std::vector<gid_t> more(64);
-  int n = static_cast<int>(more.size());  // getgrouplist's capacity in, the group count out
-  if (::getgrouplist(pw.pw_name, cred.gid, more.data(), &n) < 0) {
-    if (n <= 0) return groups;  // glibc sets n to the groups it found, at least cred.gid.
-    more.resize(static_cast<size_t>(n));
-    if (::getgrouplist(pw.pw_name, cred.gid, more.data(), &n) < 0) return groups;
+  if (pools_.size() == 1) {
+    return absl::PermissionDeniedError(
+        fmt::format("uid {} gid {} (pid {}) is not allowed by daemon.allowed_uids / "
+                    "daemon.allowed_gids",
+                    cred.uid, cred.gid, cred.pid));
   }
-  groups.insert(groups.end(), more.begin(), more.begin() + n);
-  return groups;
-}
-
-bool Server::Impl::Allowed(const ucred& cred) const {
-  if (cred.uid == 0 || cred.uid == ::geteuid()) return true;
-  const auto& uids = options_.allowed_uids;
-  if (std::find(uids.begin(), uids.end(), cred.uid) != uids.end()) return true;
-  const auto& gids = options_.allowed_gids;
-  if (gids.empty()) return false;
-  for (gid_t g : GroupsOf(cred)) {
-    if (std::find(gids.begin(), gids.end(), g) != gids.end()) return true;
-  }
-  return false;
+  return ChoosePool(access_, options_.default_pool, cred, groups, "").status();
 }
 
 void Server::Impl::OnAccepted(Local::socket socket) {
   const int fd = socket.native_handle();
   absl::StatusOr<ucred> cred = protocol::PeerCredentials(fd);
-  if (!cred.ok() || !Allowed(*cred)) {
-    const std::string why =
-        cred.ok() ? fmt::format(
-                        "uid {} gid {} (pid {}) is not allowed by daemon.allowed_uids / "
-                        "daemon.allowed_gids",
-                        cred->uid, cred->gid, cred->pid)
-                  : std::string(cred.status().message());
+  std::vector<gid_t> groups;
+  if (cred.ok()) groups = GroupsOf(*cred);
+  const absl::Status allowed = cred.ok() ? Allowed(*cred, groups) : cred.status();
+  if (!allowed.ok()) {
+    const std::string why(allowed.message());
     KVTIER_LOG(kWarn, "server", "refused a client: {}", why);
     SendError(fd, absl::StatusCode::kPermissionDenied, why);
     return;  // the socket closes as it goes out of scope
   }
   auto h = std::make_shared<Handshake>(std::move(socket), io_);
   h->cred = *cred;
+  h->groups = std::move(groups);
   h->timer.expires_after(std::chrono::milliseconds(options_.hello_timeout_ms));
   h->timer.async_wait([h](boost::system::error_code ec) {
     if (!ec) h->socket.close();  // no Hello in time: the pending read fails and says so
@@ -342,13 +337,15 @@ absl::Status Server::Impl::Welcome(const std::shared_ptr<Handshake>& h,
                     connections_.size()));
   }
   KVTIER_ASSIGN_OR_RETURN(protocol::RegionLayout layout, LayoutFor(hello));
-  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, service_.Open(hello.ns));
+  KVTIER_ASSIGN_OR_RETURN(const size_t pool, PoolFor(*h, hello));
+  Service& service = *pools_[pool].service;
+  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, service.Open(hello.ns));
   KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<protocol::ShmRegion> region,
                           protocol::ShmRegion::Create(layout));
   KVTIER_ASSIGN_OR_RETURN(protocol::EventFd daemon_bell, protocol::EventFd::Create());
   KVTIER_ASSIGN_OR_RETURN(protocol::EventFd client_bell, protocol::EventFd::Create());
-  const T1Segment t1 = service_.t1_segment();
-  protocol::Welcome welcome = t0_;
+  const T1Segment t1 = service.t1_segment();  // the pool's own segment, never another pool's
+  protocol::Welcome welcome = t0_[pool];
   welcome.session_id = session->id();
   welcome.t1_bytes = t1.bytes;
   welcome.t1_slot_bytes = t1.slot_bytes;
@@ -360,10 +357,11 @@ absl::Status Server::Impl::Welcome(const std::shared_ptr<Handshake>& h,
       protocol::SendFrame(h->socket.native_handle(), protocol::EncodeWelcome(welcome), fds));
   const uint64_t id = next_id_++;
   auto conn = std::make_shared<Connection>(std::move(h->socket));
-  conn->who = fmt::format("client {} ({})", id, Describe(h->cred, hello));
+  conn->who = fmt::format("client {} ({}{})", id, Describe(h->cred, hello),
+                          pools_.size() > 1 ? ", pool '" + pools_[pool].access.name + "'" : "");
   KVTIER_ASSIGN_OR_RETURN(
       conn->data,
-      ClientConnection::Start(service_, session, std::move(region), std::move(daemon_bell),
+      ClientConnection::Start(service, session, std::move(region), std::move(daemon_bell),
                               std::move(client_bell), options_.connection,
                               [this, id](const std::string& reason) {
                                 asio::post(io_, [this, id, reason] { Close(id, reason, true); });
@@ -426,9 +424,24 @@ void Server::Impl::Stop() {
   ::unlink(options_.socket_path.c_str());
 }
 
+absl::StatusOr<size_t> Server::Impl::PoolFor(const Handshake& h,
+                                             const protocol::Hello& hello) const {
+  return ChoosePool(access_, options_.default_pool, h.cred, h.groups, hello.pool);
+}
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       Service& service) {
-  auto impl = std::make_unique<Impl>(options, service);
+  const std::string name = options.default_pool.empty() ? "default" : options.default_pool;
+  ServerPool pool{{name, options.allowed_uids, options.allowed_gids}, &service};
+  ServerOptions one = options;
+  one.default_pool = name;
+  return Start(one, {std::move(pool)});
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
+                                                      std::vector<ServerPool> pools) {
+  if (pools.empty()) return absl::InvalidArgumentError("Server::Start: no pool to serve");
+  auto impl = std::make_unique<Impl>(options, std::move(pools));
   KVTIER_RETURN_IF_ERROR(impl->CheckLimits());
   KVTIER_RETURN_IF_ERROR(impl->DescribeT0());
   KVTIER_RETURN_IF_ERROR(impl->Bind());

@@ -20,7 +20,8 @@
 // Access. A peer is allowed if its uid is the daemon's own, 0, or in allowed_uids, or one of its
 // groups (primary, or supplementary from the user database) is in allowed_gids; the socket file's
 // mode (socket_mode) is a second fence. Whoever is allowed is trusted with the T1 memory it maps
-// (docs/protocol.md "Trust and isolation").
+// (docs/protocol.md "Trust and isolation"). With several pools the same rule is each pool's, and a
+// client maps only the memory of the pool it got.
 //
 // Thread-safety: Start/Stop from one thread; clients() from any.
 #pragma once
@@ -34,15 +35,28 @@
 
 #include "common/status.h"
 #include "daemon/client_connection.h"
+#include "daemon/pool_access.h"
 #include "daemon/service.h"
 
 namespace kvtier {
 
+// One memory pool the server serves: who may use it (pool_access.h) and the service over its
+// tiers, which must outlive the server.
+struct ServerPool {
+  PoolAccess access;
+  Service* service = nullptr;
+};
+
 struct ServerOptions {
   std::string socket_path;      // created at start; a stale socket file is replaced
   uint32_t socket_mode = 0660;  // file mode of the socket
+  // Who may use the pool of Start(options, service), besides root and the daemon's own uid.
   std::vector<uid_t> allowed_uids;
   std::vector<gid_t> allowed_gids;
+  // With several pools (Start(options, pools)): the pool of a client allowed in several that
+  // names none in its Hello; empty or not one of them: such a client must name one. With one
+  // (Start(options, service)): its name, which a Hello may name ("default" when empty).
+  std::string default_pool;
   // Ring and arena sizes a client gets when its Hello asks for 0.
   uint32_t sq_entries = 256;
   uint32_t cq_entries = 256;
@@ -65,6 +79,12 @@ class Server {
   // and starts serving on a thread of its own.
   static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
                                                        Service& service);
+  // Serves several memory pools (DESIGN.md "Trust and isolation"): each client gets the pool its
+  // Hello names, or the only one it may use (pool_access.h ChoosePool), and its Welcome carries
+  // that pool's T1 segment and T0 handle only; its requests go to that pool's service. A peer
+  // that may use no pool is refused at accept. options.allowed_uids/gids are not used.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
+                                                       std::vector<ServerPool> pools);
   // Stop().
   ~Server();
   // Stops accepting, closes every client (each after its gets in flight finish), removes the

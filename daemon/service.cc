@@ -83,7 +83,9 @@ absl::StatusOr<std::shared_ptr<Session>> Service::Open(const Namespace& ns) {
   const uint64_t id = next_session_id_.fetch_add(1, std::memory_order_relaxed);
   const size_t now = sessions_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (metrics_ != nullptr) metrics_->SetConnectedClients(now);
-  return std::shared_ptr<Session>(new Session(*this, ns, NamespaceRoot(ns), id));
+  BlockKey root = NamespaceRoot(ns);
+  if (!options_.pool_scope.empty()) root = KeyScope::InPool(root, options_.pool_scope);
+  return std::shared_ptr<Session>(new Session(*this, ns, root, id));
 }
 
 void Service::Close(Session& session) {

@@ -139,6 +139,10 @@ struct ServiceOptions {
   // Most working slots (T0 and T1 together) one session may hold; 0: none (work_take answers
   // kOverQuota). The daemon.max_working_slots default.
   uint32_t max_working_slots = 256;
+  // The pool this service serves, when the daemon runs several ([[pools]]): every session's
+  // namespace root becomes KeyScope::InPool(root, pool_scope), so its daemon keys are the pool's
+  // own. Empty: the namespace root as is (the single [pool]).
+  std::string pool_scope{};
 };
 
 class Service {

@@ -47,9 +47,9 @@ struct Segment {
   bool huge = false;
 };
 
-absl::StatusOr<Segment> MapSegment(size_t size, bool huge) {
+absl::StatusOr<Segment> MapSegment(const std::string& name, size_t size, bool huge) {
   const unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0u);
-  const int fd = memfd_create("kvtier-t1", flags);
+  const int fd = memfd_create(name.c_str(), flags);
   if (fd < 0) return absl::InternalError("memfd_create: " + ErrnoText(errno));
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
     const int err = errno;
@@ -105,7 +105,7 @@ absl::StatusOr<Segment> CreateSegment(const HostTierOptions& options) {
                  "not using huge pages: t1.capacity_bytes ({}) is not a multiple of 2 MiB",
                  capacity);
     } else {
-      absl::StatusOr<Segment> huge = MapSegment(capacity, /*huge=*/true);
+      absl::StatusOr<Segment> huge = MapSegment(options.segment_name, capacity, /*huge=*/true);
       if (huge.ok()) return huge;
       if (options.huge_pages == HugePages::kOn) {
         return absl::FailedPreconditionError(fmt::format(
@@ -123,7 +123,7 @@ absl::StatusOr<Segment> CreateSegment(const HostTierOptions& options) {
                  HugePageHint(capacity));
     }
   }
-  KVTIER_ASSIGN_OR_RETURN(Segment seg, MapSegment(capacity, /*huge=*/false));
+  KVTIER_ASSIGN_OR_RETURN(Segment seg, MapSegment(options.segment_name, capacity, /*huge=*/false));
   // Fewer TLB misses for clients streaming whole slots; a no-op where shmem THP is disabled.
   if (madvise(seg.base, capacity, MADV_HUGEPAGE) != 0) {
     KVTIER_LOG(kDebug, "t1", "madvise(MADV_HUGEPAGE): {}", ErrnoText(errno));

@@ -52,6 +52,9 @@ struct HostTierOptions {
   // PCI bus id of the device to place the segment near ("0000:3b:00.0"), usually the GPU. Empty:
   // the node of the thread calling Create.
   std::string numa_pci_bus_id;
+  // The memfd's name (memfd_create; shows in /proc/<pid>/fd of every process holding it as
+  // "/memfd:<name>"): a pool's own, so a look at a client's fds tells which segment it maps.
+  std::string segment_name = "kvtier-t1";
   unsigned touch_threads = 0;  // threads faulting the segment in; 0 = hardware_concurrency
   HugePages huge_pages = HugePages::kAuto;
   // Registered with the GPU this much at a time; a multiple of slot_bytes so no slot straddles two

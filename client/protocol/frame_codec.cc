@@ -119,7 +119,8 @@ absl::Status CheckWelcomeT0(const WelcomeT0& t) {
 absl::StatusOr<std::vector<std::byte>> EncodeHello(const Hello& hello) {
   const Namespace& ns = hello.ns;
   const std::string* texts[kHelloTextFields] = {&ns.model_id, &ns.kv_layout,  &ns.dtype,
-                                                &ns.lora_id,  &ns.cache_salt, &hello.client_name};
+                                                &ns.lora_id,  &ns.cache_salt, &hello.client_name,
+                                                &hello.pool};
   HelloFixed f{};
   f.block_tokens = ns.block_tokens;
   f.tp_rank = ns.tp_rank;
@@ -225,6 +226,7 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const std::byte> payload) {
   KVTIER_RETURN_IF_ERROR(r.Text("lora_id", kMaxNameBytes, &h.ns.lora_id));
   KVTIER_RETURN_IF_ERROR(r.Text("cache_salt", kMaxNameBytes, &h.ns.cache_salt));
   KVTIER_RETURN_IF_ERROR(r.Text("client_name", kMaxNameBytes, &h.client_name));
+  KVTIER_RETURN_IF_ERROR(r.Text("pool", kMaxNameBytes, &h.pool));
   KVTIER_RETURN_IF_ERROR(r.End());
   return h;
 }

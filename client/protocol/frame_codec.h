@@ -37,6 +37,10 @@ struct Hello {
   uint32_t sq_entries = 0;  // 0: the daemon's default
   uint32_t cq_entries = 0;
   uint32_t arena_bytes = 0;
+  // The memory pool asked for (since version 5); empty: the only pool this client may use (or,
+  // allowed in several, the daemon's pool.name). The daemon refuses a pool the client's uid and
+  // groups may not use.
+  std::string pool{};
 };
 
 // Daemon -> client, with the kWelcomeFdCount file descriptors.

@@ -29,8 +29,9 @@ static_assert(std::endian::native == std::endian::little,
 // 1: the first. 2: Welcome carries the T0 section (WelcomeT0). 3: put_begin names its tier (T0 or
 // T1); working slots (work_take, work_publish, work_free); BlockCode kOverQuota. 4: lookup masks
 // may carry bit 3 (T3, the remote tier), and a lookup may take up to the daemon's remote lookup
-// budget; no layout changed.
-inline constexpr uint16_t kProtocolVersion = 4;
+// budget; no layout changed. 5: Hello carries a seventh text field, the pool the client asks for
+// (empty: the one it may use; docs/protocol.md "Trust and isolation").
+inline constexpr uint16_t kProtocolVersion = 5;
 
 // ---- control plane: socket frames ------------------------------------------------------------
 
@@ -54,9 +55,10 @@ static_assert(sizeof(FrameHeader) == 16);
 static_assert(offsetof(FrameHeader, payload_bytes) == 8);
 
 // Hello payload: HelloFixed, then the namespace's text fields, each a u16 byte length and that
-// many bytes, in this order: model_id, kv_layout, dtype, lora_id, cache_salt, client_name.
+// many bytes, in this order: model_id, kv_layout, dtype, lora_id, cache_salt, client_name, pool
+// (since version 5).
 inline constexpr uint32_t kMaxNameBytes = 1024;  // per text field
-inline constexpr int kHelloTextFields = 6;
+inline constexpr int kHelloTextFields = 7;
 struct HelloFixed {
   uint32_t block_tokens;  // Namespace::block_tokens
   uint32_t tp_rank;

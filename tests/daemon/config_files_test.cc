@@ -123,6 +123,19 @@ s3fifo_small_fraction = 0.25
 [remote.admission]
 policy = "second"
 window_blocks = 700
+[[pools]]
+name = "tenant-a"
+users = [1002]
+groups = ["1003"]
+t1_capacity_bytes = "2GiB"
+numa_pci_bus_id = "0000:5e:00.0"
+t1_high_watermark = 0.85
+t1_low_watermark = 0.75
+t0_capacity_bytes = "4GiB"
+t2_capacity_bytes = "10GiB"
+[[pools]]
+name = "tenant-b"
+users = ["1004"]
 )";
 
 // kEveryKey with its password file written into `dir`.

@@ -32,7 +32,8 @@ void FuzzFrame(absl::Span<const std::byte> in) {
     Require(again.ok());
     absl::StatusOr<Hello> h2 = DecodeHello(absl::MakeConstSpan(*again).subspan(16));
     Require(h2.ok() && h2->ns.model_id == h->ns.model_id && h2->client_name == h->client_name &&
-            h2->ns.cache_salt == h->ns.cache_salt && h2->arena_bytes == h->arena_bytes);
+            h2->ns.cache_salt == h->ns.cache_salt && h2->arena_bytes == h->arena_bytes &&
+            h2->pool == h->pool);
   }
   if (absl::StatusOr<Welcome> w = DecodeWelcome(payload); w.ok()) {
     Require(ValidateLayout(w->layout).ok());

@@ -103,6 +103,8 @@ std::vector<Bytes> FrameSeeds() {
   h.ns.model_id = "meta-llama/Llama-3.1-8B";
   h.client_name = "seed";
   add(*EncodeHello(h));
+  h.pool = "tenant-a";  // a Hello naming its pool (version 5)
+  add(*EncodeHello(h));
   Welcome w{1, 1 << 20, 4096, 256, kMaxBatchKeys, *ComputeLayout(64, 64, 1 << 16)};
   add(EncodeWelcome(w));
   Welcome with_t0 = w;  // a daemon with a GPU tier: the T0 section filled in

@@ -45,9 +45,11 @@ class Client:
     def __init__(self, socket_path: str, model_id: str, block_tokens: int = 16,
                  tp_rank: int = 0, tp_size: int = 1, dtype: str = "bf16",
                  kv_layout: str = "block_major", lora_id: str = "", cache_salt: str = "",
-                 client_name: str = "python", timeout_ms: int = 60000) -> None:
+                 client_name: str = "python", timeout_ms: int = 60000, pool: str = "") -> None:
         """Connects; `timeout_ms` bounds the handshake (a daemon that is stopped but still holds
-        its socket raises KvtierError DEADLINE_EXCEEDED) and every request after it."""
+        its socket raises KvtierError DEADLINE_EXCEEDED) and every request after it. `pool`: the
+        daemon's memory pool to use; empty: the only one this process may use (a pool it may not
+        use raises KvtierError PERMISSION_DENIED)."""
         self._handle: Optional[int] = None
         self._lib = _ffi.load()
         ns = _ffi.Namespace(
@@ -58,7 +60,8 @@ class Client:
         if not 0 < timeout_ms < 2**31:
             raise ValueError(f"timeout_ms: {timeout_ms}, outside [1, {2**31 - 1}]")
         options = _ffi.ConnectOptions(struct_bytes=ctypes.sizeof(_ffi.ConnectOptions),
-                                      key_source=_ffi.KEY_SOURCE_TOKENS, timeout_ms=timeout_ms)
+                                      key_source=_ffi.KEY_SOURCE_TOKENS, timeout_ms=timeout_ms,
+                                      pool=_c_string(pool, "pool"))
         handle = ctypes.c_void_p()
         self._check(self._lib.kvtier_connect_with(
             _c_string(socket_path, "socket_path"), ctypes.byref(ns),

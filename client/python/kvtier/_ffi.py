@@ -1,4 +1,4 @@
-"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 7).
+"""ctypes declarations of the kvtier C ABI (client/kvtier_client_c.h, KVTIER_C_ABI_VERSION 8).
 
 The structs and prototypes below mirror that header field for field; change them together.
 The library is found and loaded lazily by load(), so importing the package never fails for want
@@ -15,7 +15,7 @@ from typing import List, Optional
 
 from ._types import LibraryNotFoundError
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 LIBRARY_NAME = "libkvtier.so"
 KEYS_ERROR = ctypes.c_size_t(-1).value  # KVTIER_KEYS_ERROR: kvtier_keys_for failed
 KEY_SOURCE_TOKENS = 0  # KVTIER_KEY_SOURCE_TOKENS
@@ -44,6 +44,7 @@ class ConnectOptions(ctypes.Structure):
         ("key_source", ctypes.c_uint32),
         ("timeout_ms", ctypes.c_int32),
         ("reserved", ctypes.c_uint32),
+        ("pool", ctypes.c_char_p),  # ABI 8: the memory pool to use; None: the only one allowed
     ]
 
 
