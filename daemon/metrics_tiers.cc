@@ -257,7 +257,7 @@ MetricsCollector::MetricsCollector(std::shared_ptr<prometheus::Registry> registr
 
 void AddLabel(std::vector<MetricFamily>& families, const ClientMetric::Label& label) {
   for (MetricFamily& family : families) {
-    for (ClientMetric& m : family.metric) m.label.push_back(label);
+    for (ClientMetric& m : family.metric) m.label.insert(m.label.begin(), label);
   }
 }
 

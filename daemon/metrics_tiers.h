@@ -54,7 +54,7 @@ std::vector<prometheus::MetricFamily> TierFamilies(const TierSnapshot& snapshot)
 void MergeFamilies(std::vector<prometheus::MetricFamily>& into,
                    std::vector<prometheus::MetricFamily> more);
 
-// `label` added to every sample of `families` (a pool's name: {pool="a"}).
+// `label` put first on every sample of `families` (a pool's name: {pool="a",tier="t1"}).
 void AddLabel(std::vector<prometheus::MetricFamily>& families,
               const prometheus::ClientMetric::Label& label);
 
