@@ -14,6 +14,7 @@
 
 #include "tests/daemon/kvtierd_test_util.h"
 #include "tests/daemon/metrics_scrape.h"
+#include "tools/stat/stat_view.h"
 
 namespace kvtier {
 namespace {
@@ -257,6 +258,15 @@ TEST_F(KvtierdPoolsTest, TierMetricsCarryThePoolLabel) {
       "kvtier_tier_used_bytes{pool=\"b\",tier=\"T1\"} " + std::to_string(3 * testing::kItSlotBytes);
   EXPECT_NE(page->find(used_b), std::string::npos) << *page;
   EXPECT_NE(page->find("kvtier_tier_used_bytes{pool=\"a\",tier=\"T1\"} 0"), std::string::npos);
+  // `kvtier stat` shows a row per pool.
+  stat::StatInput in;
+  in.source = "http://127.0.0.1:" + std::to_string(port) + "/metrics";
+  in.now = stat::MetricsSample(*page);
+  const std::string screen = stat::FormatStatScreen(in);
+  EXPECT_NE(screen.find("pool "), std::string::npos) << screen;
+  for (const char* row : {"a                T1", "b                T1"}) {
+    EXPECT_NE(screen.find(row), std::string::npos) << row << "\n" << screen;
+  }
 }
 
 }  // namespace

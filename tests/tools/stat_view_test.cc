@@ -13,6 +13,7 @@ namespace {
 
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(MetricsUrlTest, AcceptsHostPortAndUrls) {
   absl::StatusOr<MetricsUrl> u = ParseMetricsUrl("127.0.0.1:9464");
@@ -101,6 +102,26 @@ TEST(StatViewTest, OneScrapeShowsTotalsWithoutRates) {
   const std::string screen = FormatStatScreen(in);
   EXPECT_THAT(screen, HasSubstr("no rates (one scrape)"));
   EXPECT_THAT(screen, ContainsRegex("all tiers +30.0% +-"));
+}
+
+// A daemon of several pools labels its tier families with the pool: a row per pool and tier.
+TEST(StatViewTest, PoolsGetARowPerPoolAndTier) {
+  StatInput in;
+  in.source = "x";
+  in.now = MetricsSample(
+      "kvtier_tier_capacity_bytes{pool=\"a\",tier=\"T1\"} 1048576\n"
+      "kvtier_tier_capacity_bytes{pool=\"b\",tier=\"T1\"} 2097152\n"
+      "kvtier_tier_capacity_bytes{pool=\"b\",tier=\"T2\"} 4194304\n"
+      "kvtier_tier_used_bytes{pool=\"a\",tier=\"T1\"} 524288\n"
+      "kvtier_tier_used_bytes{pool=\"b\",tier=\"T1\"} 0\n"
+      "kvtier_tier_admitting{pool=\"a\",tier=\"T1\"} 1\n"
+      "kvtier_tier_admitting{pool=\"b\",tier=\"T1\"} 1\n");
+  const std::string screen = FormatStatScreen(in);
+  EXPECT_THAT(screen, ContainsRegex("pool +tier +capacity"));
+  EXPECT_THAT(screen, ContainsRegex("a +T1 +1.0 MiB +512.0 KiB +50.0% +yes"));
+  EXPECT_THAT(screen, ContainsRegex("b +T1 +2.0 MiB +0 B +0.0% +yes"));
+  EXPECT_THAT(screen, ContainsRegex("b +T2 +4.0 MiB +0 B +0.0% +NO"));
+  EXPECT_THAT(screen, Not(ContainsRegex("a +T2")));  // pool a runs no T2
 }
 
 TEST(StatViewTest, HumanBytesUsesBinaryUnits) {

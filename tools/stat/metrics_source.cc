@@ -6,6 +6,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -142,6 +143,20 @@ double MetricsSample::SumWhere(const std::string& name, const std::string& label
   for (auto it = samples_.lower_bound(name); it != samples_.end(); ++it) {
     if (it->first.compare(0, name.size(), name) != 0) break;
     if (InFamily(it->first, name) && LabelOf(it->first, label) == value) sum += it->second;
+  }
+  return sum;
+}
+
+double MetricsSample::SumWhere(const std::string& name,
+                               const std::map<std::string, std::string>& labels) const {
+  double sum = 0;
+  for (auto it = samples_.lower_bound(name); it != samples_.end(); ++it) {
+    if (it->first.compare(0, name.size(), name) != 0) break;
+    if (!InFamily(it->first, name)) continue;
+    const bool all = std::all_of(labels.begin(), labels.end(), [&](const auto& label) {
+      return LabelOf(it->first, label.first) == label.second;
+    });
+    if (all) sum += it->second;
   }
   return sum;
 }

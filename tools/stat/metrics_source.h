@@ -38,6 +38,8 @@ class MetricsSample {
   // Sum of the series of `name` whose label `label` is `value`.
   double SumWhere(const std::string& name, const std::string& label,
                   const std::string& value) const;
+  // Sum of the series of `name` whose labels have every value of `labels` (label -> value).
+  double SumWhere(const std::string& name, const std::map<std::string, std::string>& labels) const;
   // The values label `label` takes in family `name`, sorted.
   std::set<std::string> LabelValues(const std::string& name, const std::string& label) const;
   size_t size() const { return samples_.size(); }

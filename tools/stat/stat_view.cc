@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <map>
+#include <set>
 
 namespace kvtier::stat {
 namespace {
@@ -23,8 +25,11 @@ class Reader {
     return c;
   }
   Counter Where(const std::string& name, const std::string& label, const std::string& v) const {
-    Counter c{in_.now.SumWhere(name, label, v), std::nullopt};
-    if (in_.before) c.delta = c.total - in_.before->SumWhere(name, label, v);
+    return Where(name, {{label, v}});
+  }
+  Counter Where(const std::string& name, const std::map<std::string, std::string>& labels) const {
+    Counter c{in_.now.SumWhere(name, labels), std::nullopt};
+    if (in_.before) c.delta = c.total - in_.before->SumWhere(name, labels);
     return c;
   }
   std::string Rate(const Counter& c, bool bytes = false) const {
@@ -44,18 +49,42 @@ std::string Percent(const std::optional<double>& part, const std::optional<doubl
   return part && whole ? Percent(*part, *whole) : "-";
 }
 
+// One row of the tier table: the tier's series with `labels` ({tier}, or {pool, tier}).
+std::string TierRow(const StatInput& in, const Reader& r,
+                    const std::map<std::string, std::string>& labels) {
+  const double cap = in.now.SumWhere("kvtier_tier_capacity_bytes", labels);
+  const double used = in.now.SumWhere("kvtier_tier_used_bytes", labels);
+  const bool admitting = in.now.SumWhere("kvtier_tier_admitting", labels) > 0;
+  return fmt::format("{:>11} {:>11} {:>9} {:>9} {:>13} {:>11}\n", HumanBytes(cap), HumanBytes(used),
+                     Percent(used, cap), admitting ? "yes" : "NO",
+                     r.Rate(r.Where("kvtier_evictions_total", labels)),
+                     r.Rate(r.Where("kvtier_dropped_blocks_total", labels)));
+}
+
+// A row per tier; a daemon of several pools (a `pool` label on its tier families): a row per pool
+// and tier, the pool first.
 std::string TierTable(const StatInput& in, const Reader& r) {
-  std::string out =
+  const std::set<std::string> pools = in.now.LabelValues("kvtier_tier_capacity_bytes", "pool");
+  const std::set<std::string> tiers = in.now.LabelValues("kvtier_tier_capacity_bytes", "tier");
+  const std::string head =
       fmt::format("{:<5} {:>11} {:>11} {:>9} {:>9} {:>13} {:>11}\n", "tier", "capacity", "used",
                   "occupancy", "admitting", "evictions/s", "dropped/s");
-  for (const std::string& tier : in.now.LabelValues("kvtier_tier_capacity_bytes", "tier")) {
-    const double cap = in.now.SumWhere("kvtier_tier_capacity_bytes", "tier", tier);
-    const double used = in.now.SumWhere("kvtier_tier_used_bytes", "tier", tier);
-    const bool admitting = in.now.SumWhere("kvtier_tier_admitting", "tier", tier) > 0;
-    out += fmt::format("{:<5} {:>11} {:>11} {:>9} {:>9} {:>13} {:>11}\n", tier, HumanBytes(cap),
-                       HumanBytes(used), Percent(used, cap), admitting ? "yes" : "NO",
-                       r.Rate(r.Where("kvtier_evictions_total", "tier", tier)),
-                       r.Rate(r.Where("kvtier_dropped_blocks_total", "tier", tier)));
+  if (pools.empty()) {
+    std::string out = head;
+    for (const std::string& tier : tiers) {
+      out += fmt::format("{:<5} ", tier) + TierRow(in, r, {{"tier", tier}});
+    }
+    return out;
+  }
+  std::string out = fmt::format("{:<16} ", "pool") + head;
+  for (const std::string& pool : pools) {
+    for (const std::string& tier : in.now.LabelValues("kvtier_tier_capacity_bytes", "tier")) {
+      if (in.now.SumWhere("kvtier_tier_capacity_bytes", {{"pool", pool}, {"tier", tier}}) == 0) {
+        continue;  // a tier this pool does not run
+      }
+      out += fmt::format("{:<16} {:<5} ", pool, tier) +
+             TierRow(in, r, {{"pool", pool}, {"tier", tier}});
+    }
   }
   return out;
 }

@@ -1,4 +1,5 @@
-// The screen `kvtier stat` prints: tiers (capacity, occupancy, admitting, evictions), request
+// The screen `kvtier stat` prints: tiers (capacity, occupancy, admitting, evictions; a row per
+// pool and tier for a daemon of several memory pools), request
 // totals with their rates between two scrapes, block hit ratios (overall and by tier, total and
 // over the interval), and the bytes moved each way. Pure formatting of samples, so tests can pin
 // it without a daemon.
