@@ -200,7 +200,11 @@ int Main(int argc, char** argv) {
   store.nodes = {(*server)->address()};
   store.max_pipeline = args.blocks;
   Bench bench(args, secret, store);
-  auto c = client::Client::Connect({(*daemon)->socket_path(), bench.ns(), "bench"});
+  client::ClientOptions client_options;
+  client_options.socket_path = (*daemon)->socket_path();
+  client_options.ns = bench.ns();
+  client_options.client_name = "bench";
+  auto c = client::Client::Connect(client_options);
   if (!c.ok()) return std::fprintf(stderr, "%s\n", c.status().ToString().c_str()), 1;
   double ttfb = 1e9, whole = 1e9, rate = 0, benchmark = 0;
   const size_t block_bytes = size_t{args.block_mib} << 20;

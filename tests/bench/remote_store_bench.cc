@@ -5,7 +5,13 @@
 // "Remote tier (Redis protocol)"). The goal is >= 80% of that ceiling.
 //
 //   kvtier_remote_store_bench [--host H --port P] [--pipeline 8] [--clients 1] [--mib 512]
-//                             [--keyspace-mib 64] [--repeat 2]
+//                             [--keyspace-mib 64] [--repeat 2] [--sizes-kib 256,2048]
+//                             [--ops put,get]
+//
+// --sizes-kib and --ops pick the cases (the ceiling always runs `-t set,get`: its GETs read what
+// its SETs wrote). --ceiling off skips redis-benchmark and prints no ratio: for profiling the
+// store alone (perf record), never for a figure. redis-server and redis-benchmark are found on
+// PATH.
 //
 // Without --port it starts its own redis-server (persistence off) on a free loopback port in a
 // temporary directory. Each client is a thread calling Put/Get with `pipeline` blocks per call,
@@ -39,7 +45,26 @@ struct Args {
   uint64_t mib = 512;
   uint64_t keyspace_mib = 64;
   int repeat = 2;
+  std::vector<size_t> sizes = {size_t{256} << 10, size_t{2} << 20};
+  bool put = true, get = true;
+  bool ceiling = true;
 };
+
+// "256,2048" as byte sizes (KiB each); exits on anything else.
+std::vector<size_t> ParseSizes(const char* text) {
+  std::vector<size_t> out;
+  for (const char* at = text; *at != '\0';) {
+    char* end = nullptr;
+    const unsigned long long kib = std::strtoull(at, &end, 10);
+    if (end == at || kib == 0 || kib > (1u << 20) || (*end != ',' && *end != '\0')) {
+      std::fprintf(stderr, "--sizes-kib: \"%s\" is not a list like 256,2048\n", text);
+      std::exit(2);
+    }
+    out.push_back(static_cast<size_t>(kib) << 10);
+    at = *end == ',' ? end + 1 : end;
+  }
+  return out;
+}
 
 Args Parse(int argc, char** argv) {
   Args a;
@@ -60,6 +85,14 @@ Args Parse(int argc, char** argv) {
       a.keyspace_mib = std::strtoull(v, nullptr, 10);
     } else if (k == "--repeat") {
       a.repeat = std::max(1, std::atoi(v));
+    } else if (k == "--sizes-kib") {
+      a.sizes = ParseSizes(v);
+    } else if (k == "--ceiling") {
+      a.ceiling = std::string(v) != "off";
+    } else if (k == "--ops") {
+      const std::string ops = v;
+      a.put = ops.find("put") != std::string::npos;
+      a.get = ops.find("get") != std::string::npos;
     } else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       std::exit(2);
@@ -170,6 +203,14 @@ bool RunRedisBenchmark(const Args& a, uint16_t port, size_t bytes, Figure& set, 
 Figure Best(const Figure& a, const Figure& b) { return b.gbps > a.gbps ? b : a; }
 
 void Print(const char* op, size_t bytes, const Args& a, const Figure& ours, const Figure& ceiling) {
+  if (!a.ceiling) {
+    std::printf(
+        "%-4s %5zu KiB  P=%-3u c=%-2u  store %6.2f GB/s  p50 %7.2f ms  p99 %7.2f ms  |  "
+        "no ceiling (--ceiling off): not a figure%s\n",
+        op, bytes >> 10, a.pipeline, a.clients, ours.gbps, ours.p50_ms, ours.p99_ms,
+        ours.failed != 0 ? "  (FAILED ITEMS)" : "");
+    return;
+  }
   std::printf(
       "%-4s %5zu KiB  P=%-3u c=%-2u  store %6.2f GB/s  p50 %7.2f ms  p99 %7.2f ms  |  "
       "redis-benchmark %6.2f GB/s  p50 %7.2f ms  p99 %7.2f ms  |  %5.1f%%%s\n",
@@ -204,12 +245,14 @@ int Main(int argc, char** argv) {
   std::printf("remote store bench: %s:%u, %u hardware threads, %llu MiB per case, best of %d\n",
               a.host.c_str(), a.port, std::thread::hardware_concurrency(),
               static_cast<unsigned long long>(a.mib), a.repeat);
-  for (size_t bytes : {size_t{256} << 10, size_t{2} << 20}) {
+  for (size_t bytes : a.sizes) {
     Figure put, get, set_ceiling, get_ceiling;
     for (int r = 0; r < a.repeat; ++r) {
-      put = Best(put, RunStore(**store, a, bytes, true));
-      get = Best(get, RunStore(**store, a, bytes, false));
+      // A get reads what a put wrote: with --ops get, one untimed put pass fills the keyspace.
+      if (a.put || r == 0) put = Best(put, RunStore(**store, a, bytes, true));
+      if (a.get) get = Best(get, RunStore(**store, a, bytes, false));
       Figure s, g;
+      if (!a.ceiling) continue;
       if (!RunRedisBenchmark(a, a.port, bytes, s, g)) {
         std::fprintf(stderr, "redis-benchmark failed (is redis-tools installed?)\n");
         return 1;
@@ -217,8 +260,8 @@ int Main(int argc, char** argv) {
       set_ceiling = Best(set_ceiling, s);
       get_ceiling = Best(get_ceiling, g);
     }
-    Print("put", bytes, a, put, set_ceiling);
-    Print("get", bytes, a, get, get_ceiling);
+    if (a.put) Print("put", bytes, a, put, set_ceiling);
+    if (a.get) Print("get", bytes, a, get, get_ceiling);
   }
   return 0;
 }

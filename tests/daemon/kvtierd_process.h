@@ -1,7 +1,9 @@
 // Test helper: a real kvtierd process (the binary at KVTIER_DAEMON_PATH, set by CMake) serving on
-// a temporary directory. Start spawns it with posix_spawn, its stdout and stderr going to a log
-// file, and returns once it logged "kvtierd ready"; Stop sends a signal and reaps it. The log is
-// what failure messages show (Log()).
+// a temporary directory. The environment variables KVTIER_DAEMON and KVTIER_DAEMON_CONFIG, when
+// set, name the binary and its base config instead (a bundle run on another host:
+// tools/remote_bench_bundle.sh). Start spawns it with posix_spawn, its stdout and stderr going to a
+// log file, and returns once it logged "kvtierd ready"; Stop sends a signal and reaps it. The log
+// is what failure messages show (Log()).
 //
 // Layout of `dir`: data/ (daemon.data_directory, kept across restarts), kvtierd.sock
 // (daemon.socket_path), kvtierd-<n>.log (the n-th start's log).
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -62,6 +65,12 @@ inline std::string DescribeWaitStatus(int status) {
   return "status " + std::to_string(status);
 }
 
+// $name when set and not empty, else `fallback`.
+inline std::string FromEnv(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
 class KvtierdProcess {
  public:
   // `flags` come after the fixed ones (--config, data directory, socket), so they override them.
@@ -74,9 +83,15 @@ class KvtierdProcess {
     p->socket_path_ = dir + "/kvtierd.sock";
     p->log_path_ = dir + "/kvtierd-" + std::to_string(++starts) + ".log";
     std::vector<std::string> args = {
-        KVTIER_DAEMON_PATH,        "--config",          KVTIER_SOURCE_DIR "/configs/default.toml",
-        "--daemon.data_directory", dir + "/data",       "--daemon.socket_path",
-        p->socket_path_,           "--metrics.enabled", metrics_port != 0 ? "true" : "false"};
+        FromEnv("KVTIER_DAEMON", KVTIER_DAEMON_PATH),
+        "--config",
+        FromEnv("KVTIER_DAEMON_CONFIG", KVTIER_SOURCE_DIR "/configs/default.toml"),
+        "--daemon.data_directory",
+        dir + "/data",
+        "--daemon.socket_path",
+        p->socket_path_,
+        "--metrics.enabled",
+        metrics_port != 0 ? "true" : "false"};
     if (metrics_port != 0) {
       args.push_back("--metrics.listen_address");
       args.push_back("127.0.0.1:" + std::to_string(metrics_port));

@@ -257,7 +257,8 @@ void ClusterRouter::RunOnNode(size_t node_id, absl::Span<Pending> batch,
     Pending& p = batch[i];
     absl::StatusOr<RespReply> reply = RespReply();
     if (p.ask_node >= 0) reply = c.ReadReply("ASKING");  // its +OK is read and dropped
-    if (reply.ok()) reply = c.ReadReply(requests[p.index].name);
+    const RespRequest& r = requests[p.index];
+    if (reply.ok()) reply = r.sink != nullptr ? c.ReadBulk(r.name, *r.sink) : c.ReadReply(r.name);
     p.ask_node = -1;
     if (!reply.ok()) {
       // The stream is lost: this reply and every later one. A broken connection (perhaps a stale
@@ -274,7 +275,8 @@ void ClusterRouter::RunOnNode(size_t node_id, absl::Span<Pending> batch,
       MarkStale();
       break;
     }
-    if ((*reply)->type == REDIS_REPLY_ERROR && HandleRedirect(**reply, c.endpoint(), p)) {
+    if (*reply != nullptr && (*reply)->type == REDIS_REPLY_ERROR &&
+        HandleRedirect(**reply, c.endpoint(), p)) {
       if (p.sends <= options_.max_redirects) {
         again.push_back(p);
         continue;

@@ -70,11 +70,15 @@ struct RespRequest {
   std::string_view name;  // the command's name for errors, e.g. "GET"
   std::string_view payload = {};
   std::string_view tail = {};
+  // When set, the reply is read with RespConnection::ReadBulk: a bulk string goes to the sink
+  // (a GET's value into the caller's buffer) and its answer carries no reply.
+  BulkSink* sink = nullptr;
 };
 
 // A request's final reply (any reply, error replies other than redirects included) and the node
 // that gave it (for errors that name it). Valid only during the RespReplyFn call.
 struct RespAnswer {
+  // Null only for a request with a sink whose reply was a bulk string: its bytes are in the sink.
   const redisReply* reply = nullptr;
   const RespEndpoint* node = nullptr;
 };

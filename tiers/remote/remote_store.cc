@@ -191,43 +191,82 @@ absl::Status RemoteStore::PutSlice(absl::Span<RemotePutItem> items) {
   return first.ok() ? sent : first;
 }
 
+// Where a GET's value goes (resp_connection.h BulkSink): its header into `header`, its payload
+// straight into the item's dst when it fits (else nowhere: the bytes are dropped and the value is
+// judged by its header alone).
+class RemoteStore::GetSink final : public BulkSink {
+ public:
+  absl::Span<const iovec> Place(size_t len) override {
+    value_bytes_ = len;
+    payload_placed_ = false;
+    iov_[0] = iovec{header_.data(), std::min(len, header_.size())};
+    if (len < kRemoteHeaderBytes || len - kRemoteHeaderBytes > dst_bytes_) return {iov_, 1};
+    payload_placed_ = true;
+    iov_[1] = iovec{dst_, len - kRemoteHeaderBytes};
+    return {iov_, 2};
+  }
+
+  void Target(void* dst, uint32_t dst_bytes) {
+    dst_ = dst;
+    dst_bytes_ = dst_bytes;
+  }
+  std::string_view header() const {
+    return {reinterpret_cast<const char*>(header_.data()), std::min(value_bytes_, header_.size())};
+  }
+  uint64_t value_bytes() const { return value_bytes_; }
+  bool payload_placed() const { return payload_placed_; }
+
+ private:
+  void* dst_ = nullptr;
+  uint32_t dst_bytes_ = 0;
+  std::array<uint8_t, kRemoteHeaderBytes> header_{};
+  iovec iov_[2] = {};
+  uint64_t value_bytes_ = 0;
+  bool payload_placed_ = false;
+};
+
 absl::Status RemoteStore::Get(absl::Span<RemoteGetItem> items) {
   Counters::Add(counters_->get_items, items.size());
   std::vector<std::string> keys(items.size()), commands(items.size());
+  std::vector<GetSink> sinks(items.size());
   std::vector<RespRequest> requests(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     items[i].outcome = RemoteOutcome::kError;
     keys[i] = StoreKey(items[i].key);
     commands[i] = FormatCommand({"GET", keys[i]});
+    sinks[i].Target(items[i].dst, items[i].dst_bytes);
     requests[i] = RespRequest{keys[i], commands[i], "GET"};
+    requests[i].sink = &sinks[i];
   }
-  return Run(Op::kGet, requests,
-             [&](size_t i, const RespAnswer& answer) { return OnGetReply(items[i], answer); });
+  return Run(Op::kGet, requests, [&](size_t i, const RespAnswer& answer) {
+    return OnGetReply(items[i], sinks[i], answer);
+  });
 }
 
-absl::Status RemoteStore::OnGetReply(RemoteGetItem& item, const RespAnswer& answer) {
-  const redisReply& reply = *answer.reply;
-  if (reply.type != REDIS_REPLY_STRING && reply.type != REDIS_REPLY_NIL) {
-    return UnexpectedReply(*answer.node, "GET", reply, "a bulk string or nil");
+// A hit only for a value whose header names this key and namespace and whose payload, now in
+// item.dst, hashes to the header's checksum; a miss (counted) for nil, a bad or an oversize value.
+absl::Status RemoteStore::OnGetReply(RemoteGetItem& item, const GetSink& sink,
+                                     const RespAnswer& answer) {
+  if (answer.reply != nullptr && answer.reply->type != REDIS_REPLY_NIL) {
+    return UnexpectedReply(*answer.node, "GET", *answer.reply, "a bulk string or nil");
   }
   item.outcome = RemoteOutcome::kMiss;
-  if (reply.type == REDIS_REPLY_NIL) {
+  if (answer.reply != nullptr) {  // nil: not in the store
     Counters::Add(counters_->misses);
     return absl::OkStatus();
   }
-  const std::string_view value(reply.str, reply.len);
-  absl::StatusOr<BlockRecord> record = DecodeRemoteHeader(value, item.key, item.namespace_id);
+  absl::StatusOr<BlockRecord> record =
+      DecodeRemoteHeader(sink.header(), sink.value_bytes(), item.key, item.namespace_id);
   if (!record.ok()) {
     Corrupt(item, *answer.node, record.status());
     return absl::OkStatus();
   }
-  if (record->payload_bytes > item.dst_bytes) {
+  if (!sink.payload_placed()) {  // a valid value larger than dst_bytes
     Counters::Add(counters_->misses);
     Counters::Add(counters_->oversize);
     return absl::OkStatus();
   }
-  const uint64_t sum =
-      CopyAndChecksum(item.dst, value.data() + kRemoteHeaderBytes, record->payload_bytes);
+  const uint64_t sum = PayloadChecksum(item.dst, record->payload_bytes);
   if (sum != record->checksum) {
     Corrupt(item, *answer.node,
             absl::DataLossError(fmt::format("payload checksum {:016x}, header says {:016x}", sum,

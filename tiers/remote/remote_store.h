@@ -7,9 +7,11 @@
 // the caller passes namespace-scoped keys (the daemon's keys under the fleet's key-scope secret),
 // so daemons that share the secret and the prefix share blocks and namespaces stay apart. A value
 // is the header of remote_value.h plus the payload. Every Get checks the header against the key
-// and namespace asked for and the payload against its XXH3-64 while copying it out: a value that
-// fails (short, odd, of another key or namespace, wrong checksum) is a miss, counted in
-// corrupt_values and logged, and its bytes are never reported as a hit.
+// and namespace asked for and the payload against its XXH3-64: the value is received straight into
+// the caller's dst (resp_connection.h ReadBulk: header apart, payload in place, no other copy) and
+// hashed there. A value that fails (short, odd, of another key or namespace, wrong checksum) is a
+// miss, counted in corrupt_values and logged, and its bytes are never reported as a hit; dst then
+// holds undefined bytes (never more than dst_bytes of them).
 //
 // Outcomes and errors. Each item of a batch ends as a hit, a miss or an error; a call returns OK
 // when no item is an error (misses are normal), else the first item error (codes as in
@@ -131,7 +133,8 @@ class RemoteStore {
   absl::Status PutSlice(absl::Span<RemotePutItem> items);
   absl::Status FormatSet(const RemotePutItem& item, const std::string& key,
                          std::string& head) const;
-  absl::Status OnGetReply(RemoteGetItem& item, const RespAnswer& answer);
+  class GetSink;
+  absl::Status OnGetReply(RemoteGetItem& item, const GetSink& sink, const RespAnswer& answer);
   void Corrupt(const RemoteGetItem& item, const RespEndpoint& node, const absl::Status& why);
 
   const std::string key_prefix_;

@@ -38,9 +38,14 @@ void EncodeRemoteHeader(const BlockRecord& record, uint8_t* out) {
 
 absl::StatusOr<BlockRecord> DecodeRemoteHeader(std::string_view value, const BlockKey& key,
                                                uint64_t namespace_id) {
-  if (value.size() < kRemoteHeaderBytes) {
+  return DecodeRemoteHeader(value.substr(0, kRemoteHeaderBytes), value.size(), key, namespace_id);
+}
+
+absl::StatusOr<BlockRecord> DecodeRemoteHeader(std::string_view value, uint64_t value_bytes,
+                                               const BlockKey& key, uint64_t namespace_id) {
+  if (value.size() != kRemoteHeaderBytes || value_bytes < kRemoteHeaderBytes) {
     return absl::DataLossError(fmt::format("value of {} bytes is shorter than the {}-byte header",
-                                           value.size(), kRemoteHeaderBytes));
+                                           value_bytes, kRemoteHeaderBytes));
   }
   if (Get<uint32_t>(value, 0) != kRemoteValueMagic) {
     return absl::DataLossError("value does not start with the kvtier magic");
@@ -64,10 +69,10 @@ absl::StatusOr<BlockRecord> DecodeRemoteHeader(std::string_view value, const Blo
     return absl::DataLossError(fmt::format("value belongs to namespace {:016x}, not {:016x}",
                                            record.namespace_id, namespace_id));
   }
-  if (value.size() - kRemoteHeaderBytes != record.payload_bytes || Get<uint32_t>(value, 36) != 0) {
+  if (value_bytes - kRemoteHeaderBytes != record.payload_bytes || Get<uint32_t>(value, 36) != 0) {
     return absl::DataLossError(
         fmt::format("value of {} bytes does not hold the {} payload bytes its header names",
-                    value.size(), record.payload_bytes));
+                    value_bytes, record.payload_bytes));
   }
   return record;
 }

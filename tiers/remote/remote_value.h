@@ -40,5 +40,10 @@ void EncodeRemoteHeader(const BlockRecord& record, uint8_t* out);
 // payload: the caller does, while copying it out.
 absl::StatusOr<BlockRecord> DecodeRemoteHeader(std::string_view value, const BlockKey& key,
                                                uint64_t namespace_id);
+// The same check from the value's first kRemoteHeaderBytes (`header`, exactly that long) and its
+// whole length `value_bytes`, for a reader that has the payload elsewhere (a GET read straight
+// into the caller's buffer).
+absl::StatusOr<BlockRecord> DecodeRemoteHeader(std::string_view header, uint64_t value_bytes,
+                                               const BlockKey& key, uint64_t namespace_id);
 
 }  // namespace kvtier

@@ -42,6 +42,17 @@ std::string StoreText(const char* text, size_t len) {
 
 bool IsTimeout(int saved_errno) { return saved_errno == EAGAIN || saved_errno == EWOULDBLOCK; }
 
+// Marks `n` more bytes of iov[first...] done: whole iovecs move `first` on, a part shortens one.
+void Advance(std::vector<iovec>& iov, size_t& first, size_t n) {
+  while (n > 0 && first < iov.size()) {
+    const size_t take = std::min(n, iov[first].iov_len);
+    iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + take;
+    iov[first].iov_len -= take;
+    n -= take;
+    if (iov[first].iov_len == 0) ++first;
+  }
+}
+
 }  // namespace
 
 std::string RespEndpoint::Name() const {
@@ -160,19 +171,13 @@ absl::Status RespConnection::Flush() {
       if (IsTimeout(err)) return absl::DeadlineExceededError(where + ": timed out");
       return absl::UnavailableError(fmt::format("{}: {}", where, std::strerror(err)));
     }
-    for (auto left = static_cast<size_t>(n); left > 0;) {
-      const size_t take = std::min(left, iov[first].iov_len);
-      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + take;
-      iov[first].iov_len -= take;
-      left -= take;
-      if (iov[first].iov_len == 0) ++first;
-    }
+    Advance(iov, first, static_cast<size_t>(n));
   }
   small_.clear();
   return absl::OkStatus();
 }
 
-absl::StatusOr<RespReply> RespConnection::ReadReply(std::string_view command) {
+absl::Status RespConnection::SendQueued(std::string_view command) {
   if (!broken_ && !queued_.empty()) {
     write_error_ = Flush();
     broken_ = !write_error_.ok();
@@ -182,41 +187,148 @@ absl::StatusOr<RespReply> RespConnection::ReadReply(std::string_view command) {
     return absl::UnavailableError(
         fmt::format("remote {}: {}: connection already broken", endpoint_.Name(), command));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RespReply> RespConnection::ReadReply(std::string_view command) {
+  KVTIER_RETURN_IF_ERROR(SendQueued(command));
+  constexpr size_t kReadChunk = 256 * 1024;
   void* raw = nullptr;
   if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) return TransportError(command);
   while (raw == nullptr) {
-    KVTIER_RETURN_IF_ERROR(FillReader(command));
+    KVTIER_RETURN_IF_ERROR(FillReader(command, kReadChunk));
     if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) return TransportError(command);
   }
   return RespReply(static_cast<redisReply*>(raw));
 }
 
-// One read(2) of up to kReadChunk bytes straight into the end of hiredis's reader buffer (what
+// One read(2) of up to `max_bytes` straight into the end of hiredis's reader buffer (what
 // redisReaderFeed would append, without its 16 KiB reads and the copy from a stack buffer).
-absl::Status RespConnection::FillReader(std::string_view command) {
-  constexpr size_t kReadChunk = 256 * 1024;
+absl::Status RespConnection::FillReader(std::string_view command, size_t max_bytes) {
   redisReader* r = context_->reader;
-  r->buf = sdsMakeRoomFor(r->buf, kReadChunk);
+  if (r->len - r->pos > kMaxBulkBytes + max_bytes) {  // hiredis would buffer without a bound
+    broken_ = true;
+    return absl::InternalError(fmt::format("remote {}: {}: a reply of more than {} bytes",
+                                           endpoint_.Name(), command, kMaxBulkBytes));
+  }
+  r->buf = sdsMakeRoomFor(r->buf, max_bytes);
   if (r->buf == nullptr) {
     broken_ = true;
     return absl::ResourceExhaustedError(
         fmt::format("remote {}: {}: out of memory reading a reply", endpoint_.Name(), command));
   }
   for (;;) {
-    const ssize_t n = ::read(context_->fd, r->buf + sdslen(r->buf), kReadChunk);
+    const ssize_t n = ::read(context_->fd, r->buf + sdslen(r->buf), max_bytes);
     if (n > 0) {
-      sdsIncrLen(r->buf, static_cast<int>(n));  // n <= kReadChunk
+      sdsIncrLen(r->buf, static_cast<int>(n));  // n <= max_bytes <= 256 KiB
       r->len = sdslen(r->buf);
       return absl::OkStatus();
     }
-    const int err = errno;
-    if (n < 0 && err == EINTR) continue;
-    broken_ = true;
-    const std::string where = fmt::format("remote {}: {}", endpoint_.Name(), command);
-    if (n == 0) return absl::UnavailableError(where + ": connection closed by the store");
-    if (IsTimeout(err)) return absl::DeadlineExceededError(where + ": timed out");
-    return absl::UnavailableError(fmt::format("{}: {}", where, std::strerror(err)));
+    if (n < 0 && errno == EINTR) continue;
+    return ReadError(command, n, errno);
   }
+}
+
+absl::Status RespConnection::ReadError(std::string_view command, ssize_t n, int err) {
+  broken_ = true;
+  const std::string where = fmt::format("remote {}: {}", endpoint_.Name(), command);
+  if (n == 0) return absl::UnavailableError(where + ": connection closed by the store");
+  if (IsTimeout(err)) return absl::DeadlineExceededError(where + ": timed out");
+  return absl::UnavailableError(fmt::format("{}: {}", where, std::strerror(err)));
+}
+
+// The next reply's first line when it is a bulk string's header ("$<len>", without its CRLF), or
+// an empty view when the reply is something else (its first byte is not '$'): hiredis's to parse.
+absl::StatusOr<std::string_view> RespConnection::PeekLine(std::string_view command) {
+  constexpr size_t kPeekBytes = 4096;  // the header and a value's start: little to copy out later
+  constexpr size_t kMaxLine = 32;      // "$" and 20 digits, with room
+  redisReader* r = context_->reader;
+  for (;;) {
+    const std::string_view buffered(r->buf + r->pos, r->len - r->pos);
+    if (!buffered.empty() && buffered[0] != '$') return std::string_view();
+    const size_t end = buffered.substr(0, kMaxLine).find("\r\n");
+    if (end != std::string_view::npos) return buffered.substr(0, end);
+    if (buffered.size() >= kMaxLine) {
+      broken_ = true;
+      return absl::InternalError(
+          fmt::format("remote {}: {}: protocol error: a bulk length line longer than {} bytes",
+                      endpoint_.Name(), command, kMaxLine));
+    }
+    KVTIER_RETURN_IF_ERROR(FillReader(command, kPeekBytes));
+  }
+}
+
+absl::StatusOr<RespReply> RespConnection::ReadBulk(std::string_view command, BulkSink& sink) {
+  KVTIER_RETURN_IF_ERROR(SendQueued(command));
+  redisReader* r = context_->reader;
+  if (r->ridx != -1) return ReadReply(command);  // hiredis is mid-reply (never, between calls)
+  KVTIER_ASSIGN_OR_RETURN(const std::string_view line, PeekLine(command));
+  if (line.empty() || line == "$-1") return ReadReply(command);  // not a bulk string, or nil
+  uint64_t len = 0;
+  const char* end = line.data() + line.size();
+  const auto [at, error] = std::from_chars(line.data() + 1, end, len);
+  if (line.size() < 2 || error != std::errc() || at != end || len > kMaxBulkBytes) {
+    broken_ = true;
+    return absl::InternalError(
+        fmt::format("remote {}: {}: protocol error: bulk length \"{}\" is not in [0, {}]",
+                    endpoint_.Name(), command, StoreText(line.data(), line.size()), kMaxBulkBytes));
+  }
+  r->pos += line.size() + 2;
+  // Where the value's bytes go: the sink's memory (at most len bytes of it), then a scratch buffer
+  // for bytes it did not place, then the CRLF after the value.
+  std::vector<iovec> iov;
+  size_t placed = 0;
+  for (const iovec& v : sink.Place(len)) {
+    const size_t take = std::min(v.iov_len, len - placed);
+    if (take > 0) iov.push_back(iovec{v.iov_base, take});
+    placed += take;
+  }
+  if (placed < len) scratch_.resize(std::min<size_t>(len - placed, 256 * 1024));
+  for (size_t left = len - placed; left > 0;) {
+    const size_t take = std::min(left, scratch_.size());
+    iov.push_back(iovec{scratch_.data(), take});
+    left -= take;
+  }
+  char crlf[2] = {0, 0};
+  iov.push_back(iovec{crlf, 2});
+  // What the buffer already holds is copied out; the rest comes straight from the socket.
+  size_t first = 0;
+  while (first < iov.size() && r->pos < r->len) {
+    const size_t take = std::min(iov[first].iov_len, r->len - r->pos);
+    std::memcpy(iov[first].iov_base, r->buf + r->pos, take);
+    Advance(iov, first, take);
+    r->pos += take;
+  }
+  sdsrange(r->buf, static_cast<int>(r->pos), -1);  // pos <= len, within int (FillReader bounds it)
+  r->pos = 0;
+  r->len = sdslen(r->buf);
+  iov.erase(iov.begin(), iov.begin() + static_cast<ptrdiff_t>(first));
+  KVTIER_RETURN_IF_ERROR(ReadInto(command, std::move(iov)));
+  if (crlf[0] != '\r' || crlf[1] != '\n') {
+    broken_ = true;
+    return absl::InternalError(
+        fmt::format("remote {}: {}: protocol error: a bulk string of {} bytes not followed by CRLF",
+                    endpoint_.Name(), command, len));
+  }
+  return RespReply();
+}
+
+// Fills every iovec from the socket, in order: recvmsg with MSG_WAITALL, which sleeps until the
+// whole request is there (or the command timeout passes, or the store closes the connection).
+absl::Status RespConnection::ReadInto(std::string_view command, std::vector<iovec> iov) {
+  for (size_t first = 0; first < iov.size();) {
+    msghdr msg{};
+    msg.msg_iov = iov.data() + first;
+    msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    const ssize_t n = ::recvmsg(context_->fd, &msg, MSG_WAITALL);
+    if (n > 0) {
+      Advance(iov, first, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return ReadError(command, n, errno);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RespReply> RespConnection::Command(absl::Span<const std::string_view> args) {

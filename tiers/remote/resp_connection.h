@@ -19,13 +19,24 @@
 //
 // Writing. Commands are queued by Append and sent by the next ReadReply in one sendmsg (per
 // IOV_MAX parts): small commands are copied into the connection's queue, large parts (a SET's
-// value: kDirectWriteBytes and up) are sent from where the caller has them, never copied. hiredis
-// only parses: replies are read in 256 KiB reads straight into its reader's buffer. Sends use
+// value: kDirectWriteBytes and up) are sent from where the caller has them, never copied. Sends use
 // MSG_NOSIGNAL, so a store that closes a connection mid-write is an error value, not a SIGPIPE.
+//
+// Reading. hiredis parses every reply but one kind: replies are read in 256 KiB reads straight into
+// its reader's buffer, and it builds a redisReply of each. A bulk string read with ReadBulk (a
+// GET's value) does not go through it: once its "$<len>\r\n" is parsed here (len checked against
+// kMaxBulkBytes), the bytes the buffer already holds are copied out and the rest is received
+// straight from the socket into the caller's memory (recvmsg, MSG_WAITALL), so a 2 MiB value
+// crosses user space once instead of three times (hiredis's buffer, its reply's copy, the
+// caller's). hiredis stays for the rest: cluster maps, errors, redirects, AUTH, small replies. The
+// two share one buffer (hiredis's), touched here only between whole replies.
 //
 // Thread-safety: a RespConnection is used by one thread at a time (the pool in cluster_router.h
 // hands each to one caller). The free functions are pure.
 #pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include <cstdint>
 #include <memory>
@@ -68,6 +79,20 @@ struct RespConnectionOptions {
 };
 
 inline constexpr size_t kDirectWriteBytes = 64 * 1024;
+// The longest bulk string ReadBulk accepts (Redis's own proto-max-bulk-len default), and the most
+// reply bytes hiredis may hold unparsed: a store that announces or sends more is a protocol error.
+inline constexpr size_t kMaxBulkBytes = size_t{512} << 20;
+
+// Where ReadBulk puts a bulk string's bytes, chosen once the store has announced its length.
+class BulkSink {
+ public:
+  virtual ~BulkSink() = default;
+  // `len` (<= kMaxBulkBytes) is the announced length. Returns the memory its first bytes go to,
+  // in order, at most `len` bytes in all (fewer: the rest is read and dropped). The spans must
+  // stay valid until ReadBulk returns. Called once per reply read; a command sent again (after a
+  // redirect) calls it again, and only the last call's memory holds the reply.
+  virtual absl::Span<const iovec> Place(size_t len) = 0;
+};
 
 struct RespReplyDeleter {
   void operator()(redisReply* reply) const;
@@ -96,6 +121,12 @@ class RespConnection {
   // transport failure marks the connection broken. An error reply is returned as a reply (type
   // REDIS_REPLY_ERROR), not as a Status: redirects (MOVED, ASK) are errors the caller handles.
   absl::StatusOr<RespReply> ReadReply(std::string_view command);
+  // ReadReply, except that a bulk string (not nil) is delivered to `sink`: then the result holds a
+  // null RespReply. Other replies (nil, errors, other types) are returned as ReadReply returns
+  // them. A length over kMaxBulkBytes or malformed, or a value not followed by CRLF: Internal; a
+  // reply cut short: Unavailable (or DeadlineExceeded); each breaks the connection, and the
+  // sink's memory then holds undefined bytes (never more than it placed).
+  absl::StatusOr<RespReply> ReadBulk(std::string_view command, BulkSink& sink);
   // Append(FormatCommand(args)) + ReadReply(args[0]).
   absl::StatusOr<RespReply> Command(absl::Span<const std::string_view> args);
 
@@ -104,7 +135,11 @@ class RespConnection {
   absl::Status Authenticate(const RespConnectionOptions& options);
   absl::Status TransportError(std::string_view command);
   absl::Status Flush();
-  absl::Status FillReader(std::string_view command);
+  absl::Status SendQueued(std::string_view command);
+  absl::Status FillReader(std::string_view command, size_t max_bytes);
+  absl::StatusOr<std::string_view> PeekLine(std::string_view command);
+  absl::Status ReadInto(std::string_view command, std::vector<iovec> iov);
+  absl::Status ReadError(std::string_view command, ssize_t n, int err);
 
   // A queued piece: bytes of small_ at [offset, offset + size), or a caller's part at `data`.
   struct Piece {
@@ -118,6 +153,7 @@ class RespConnection {
   bool broken_ = false;
   absl::Status write_error_;   // of a failed send, for the next ReadReply
   std::string small_;          // copies of small commands, in queue order
+  std::vector<char> scratch_;  // where ReadBulk drops the bytes of a value no sink placed
   std::vector<Piece> queued_;  // what the next ReadReply sends, in order
 };
 
