@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -237,6 +238,34 @@ TEST_F(KvtierdPoolsTest, PoolNameIsThePoolOfAClientThatNamesNone) {
   auto b = ConnectPool("b");
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE(CheckAll(**b, keys).ok());
+}
+
+// T2 is partitioned: each pool writes its own directory (<t2 dir>/<pool>) and finds its blocks
+// there after a restart; the other pool never does.
+TEST_F(KvtierdPoolsTest, EachPoolKeepsItsOwnT2AcrossARestart) {
+  const std::vector<std::string> t2 = {"--t2.enabled", "true", "--t2.capacity_bytes", "4MiB"};
+  StartDaemon(t2);
+  std::vector<BlockKey> keys;
+  {
+    auto b = ConnectPool("b");
+    ASSERT_TRUE(b.ok()) << b.status();
+    keys = SeqKeys(**b, 9, 6);
+    ASSERT_TRUE(PutRetrying(**b, keys).ok());
+  }
+  const int status = daemon_->Stop(SIGTERM);  // daemon.flush_on_stop writes T1 to T2
+  ASSERT_TRUE(testing::ExitedZero(status)) << testing::DescribeWaitStatus(status);
+  for (const char* pool : {"a", "b"}) {
+    EXPECT_TRUE(std::filesystem::is_directory(dir_.path() + "/data/t2/" + pool)) << pool;
+  }
+  StartDaemon(t2);
+  auto b = ConnectPool("b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(CheckAll(**b, keys).ok()) << daemon_->Log();
+  auto a = ConnectPool("a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::vector<bool> found;
+  ASSERT_TRUE(CheckFound(**a, keys, &found).ok());
+  EXPECT_EQ(found, std::vector<bool>(keys.size(), false));
 }
 
 // Each pool's tiers are on the metrics page under its own pool label.

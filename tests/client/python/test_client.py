@@ -321,6 +321,15 @@ class ClientAgainstDaemonTest(unittest.TestCase):
         self.assertEqual(len(c.slot_view(0)), SLOT_BYTES)
         self.assertEqual(c.stats()["requests_invalid"], 0)  # nothing malformed reached it
 
+    def test_a_pool_is_named_through_the_c_abi(self) -> None:
+        # This daemon has one pool, "default" ([pool]): naming it works, naming another is refused
+        # by the daemon with the pool's name in the message.
+        self.connect(pool="default").close()
+        with self.assertRaises(KvtierError) as caught:
+            self.connect(pool="tenant-b")
+        self.assertEqual(caught.exception.code, StatusCode.PERMISSION_DENIED)
+        self.assertIn("memory pool 'tenant-b'", caught.exception.message)
+
     def test_bad_namespace_raises_with_the_libraries_message(self) -> None:
         with self.assertRaises(KvtierError) as caught:
             self.connect(model_id="")
