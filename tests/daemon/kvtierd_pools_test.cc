@@ -7,12 +7,16 @@
 #include <dirent.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "client/protocol/fd_passing.h"
+#include "client/protocol/frame_codec.h"
 #include "tests/daemon/kvtierd_test_util.h"
 #include "tests/daemon/metrics_scrape.h"
 #include "tools/stat/stat_view.h"
@@ -266,6 +270,35 @@ TEST_F(KvtierdPoolsTest, EachPoolKeepsItsOwnT2AcrossARestart) {
   std::vector<bool> found;
   ASSERT_TRUE(CheckFound(**a, keys, &found).ok());
   EXPECT_EQ(found, std::vector<bool>(keys.size(), false));
+}
+
+// A client of protocol version 4 (a Hello of six text fields, no pool) is refused with the version
+// Error, as every other version is, naming both versions.
+TEST_F(KvtierdPoolsTest, AVersion4HelloGetsTheVersionError) {
+  StartDaemon();
+  std::vector<std::byte> frame = *protocol::EncodeHello(protocol::Hello{ItNamespace(), "v4"});
+  frame.resize(frame.size() - 2);  // without the empty pool field version 5 added
+  protocol::FrameHeader header;
+  std::memcpy(&header, frame.data(), sizeof(header));
+  header.version = 4;
+  header.payload_bytes -= 2;
+  std::memcpy(frame.data(), &header, sizeof(header));
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, daemon_->socket_path().c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_TRUE(protocol::SendFrame(fd, frame).ok());
+  absl::StatusOr<protocol::ReceivedFrame> answer =
+      protocol::RecvFrame(fd, 0, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  ::close(fd);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(answer->info.type, protocol::FrameType::kError);
+  absl::StatusOr<protocol::ErrorFrame> error = protocol::DecodeError(answer->payload);
+  ASSERT_TRUE(error.ok());
+  EXPECT_EQ(error->code, absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(error->message.find("protocol version 4 (this side speaks 5)"), std::string::npos)
+      << error->message;
 }
 
 // Each pool's tiers are on the metrics page under its own pool label.
