@@ -1,15 +1,15 @@
 // The remote tier's store (tiers/remote/remote_store.h) against one Redis server: put and get
 // throughput (GB/s of payload) and per-call latency at 256 KiB and 2 MiB payloads with pipelining,
-// next to the ceiling measured in the same run on the same server: `redis-benchmark -t set,get`
-// with the same value size (-d), pipeline depth (-P) and client count (-c) (docs/benchmarks.md
-// "Remote tier (Redis protocol)"). The goal is >= 80% of that ceiling.
+// next to the ceiling measured in the same run on the same server: `redis-benchmark -t set` and
+// `-t get` with the same value size (-d), pipeline depth (-P) and client count (-c)
+// (docs/benchmarks.md "Remote tier (Redis protocol)"). The goal is >= 80% of that ceiling.
 //
 //   kvtier_remote_store_bench [--host H --port P] [--pipeline 8] [--clients 1] [--mib 512]
 //                             [--keyspace-mib 64] [--repeat 2] [--sizes-kib 256,2048]
 //                             [--ops put,get]
 //
-// --sizes-kib and --ops pick the cases (the ceiling always runs `-t set,get`: its GETs read what
-// its SETs wrote). --ceiling off skips redis-benchmark and prints no ratio: for profiling the
+// --sizes-kib and --ops pick the cases (the ceiling always runs both: its GETs read what its SETs
+// wrote). --ceiling off skips redis-benchmark and prints no ratio: for profiling the
 // store alone (perf record), never for a figure. redis-server and redis-benchmark are found on
 // PATH.
 //
@@ -17,7 +17,13 @@
 // temporary directory. Each client is a thread calling Put/Get with `pipeline` blocks per call,
 // over a keyspace of keyspace-mib; every figure is the best of `repeat` passes (shared, noisy
 // machines). Latency is per call (one batch of `pipeline` blocks) for the store and per request
-// for redis-benchmark (which, pipelined, is also the batch's round trip).
+// for redis-benchmark (which, pipelined, is also the batch's round trip). The ceiling is two
+// redis-benchmark runs, `-t set` then `-t get` (which reads what the first wrote), so each side's
+// CPU time is known: "cpu" is the client's CPU seconds (user + system, every thread) per GB of
+// payload, the store's pass against redis-benchmark's process. On a loaded machine the GB/s move
+// with the neighbours; the CPU cost per GB is what the client itself decides.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -104,8 +110,37 @@ Args Parse(int argc, char** argv) {
 struct Figure {
   double gbps = 0;
   double p50_ms = 0, p99_ms = 0;
-  uint64_t failed = 0;  // items not stored / not hits: must be 0 for the figure to count
+  uint64_t failed = 0;      // items not stored / not hits: must be 0 for the figure to count
+  double cpu_s_per_gb = 0;  // the client's CPU time (user + system) per GB of payload
 };
+
+// CPU seconds (user + system) of this process (RUSAGE_SELF: every thread) or of its children
+// reaped so far (RUSAGE_CHILDREN: redis-benchmark once pclose has waited for it).
+double CpuSeconds(int who) {
+  rusage u{};
+  ::getrusage(who, &u);
+  auto seconds = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + tv.tv_usec * 1e-6;
+  };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+// Each client's payload buffers (pipeline of them) and, for puts, their checksums: made before the
+// clock starts, so a pass times the store alone.
+struct ClientBuffers {
+  std::vector<std::vector<uint8_t>> buffers;
+  std::vector<uint64_t> checksums;
+};
+
+ClientBuffers MakeBuffers(const Args& a, uint32_t client, size_t bytes) {
+  ClientBuffers b;
+  b.buffers.assign(a.pipeline, std::vector<uint8_t>(bytes));
+  for (uint32_t i = 0; i < a.pipeline; ++i) {
+    testing::FillPattern(BlockKey{i, client}, b.buffers[i].data(), bytes);
+    b.checksums.push_back(PayloadChecksum(b.buffers[i].data(), bytes));
+  }
+  return b;
+}
 
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -119,18 +154,17 @@ Figure RunStore(RemoteStore& store, const Args& a, size_t bytes, bool put) {
   const size_t calls = std::max<size_t>(1, (a.mib << 20) / bytes / a.pipeline / a.clients);
   std::vector<std::vector<double>> latencies(a.clients);
   std::atomic<uint64_t> failed{0};
+  std::vector<ClientBuffers> prepared;
+  for (uint32_t c = 0; c < a.clients; ++c) prepared.push_back(MakeBuffers(a, c, bytes));
   const Clock::time_point start = Clock::now();
+  const double cpu_start = CpuSeconds(RUSAGE_SELF);
   std::vector<std::thread> threads;
   for (uint32_t c = 0; c < a.clients; ++c) {
     threads.emplace_back([&, c] {
       // Put payloads carry their checksum, as the ladder's blocks do (computed when they were
       // committed), so a put is not hashed again (verify_puts off, the default).
-      std::vector<std::vector<uint8_t>> buffers(a.pipeline, std::vector<uint8_t>(bytes));
-      std::vector<uint64_t> checksums(a.pipeline);
-      for (uint32_t i = 0; i < a.pipeline; ++i) {
-        testing::FillPattern(BlockKey{i, c}, buffers[i].data(), bytes);
-        checksums[i] = PayloadChecksum(buffers[i].data(), bytes);
-      }
+      std::vector<std::vector<uint8_t>>& buffers = prepared[c].buffers;
+      const std::vector<uint64_t>& checksums = prepared[c].checksums;
       for (size_t call = 0; call < calls; ++call) {
         std::vector<RemotePutItem> puts(a.pipeline);
         std::vector<RemoteGetItem> gets(a.pipeline);
@@ -163,60 +197,66 @@ Figure RunStore(RemoteStore& store, const Args& a, size_t bytes, bool put) {
   }
   for (std::thread& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double cpu = CpuSeconds(RUSAGE_SELF) - cpu_start;
   std::vector<double> all;
   for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   Figure f;
-  f.gbps = static_cast<double>(calls * a.pipeline * a.clients * bytes) / seconds / 1e9;
+  const double gb = static_cast<double>(calls * a.pipeline * a.clients * bytes) / 1e9;
+  f.gbps = gb / seconds;
+  f.cpu_s_per_gb = cpu / gb;
   f.p50_ms = Percentile(all, 0.5);
   f.p99_ms = Percentile(all, 0.99);
   f.failed = failed;
   return f;
 }
 
-// "SET" and "GET" rows of redis-benchmark --csv: "test","rps","avg","min","p50","p95","p99","max".
-bool RunRedisBenchmark(const Args& a, uint16_t port, size_t bytes, Figure& set, Figure& get) {
+// One redis-benchmark run of `test` ("set" or "get"): its --csv row
+// "test","rps","avg","min","p50","p95","p99","max" and its CPU time. The get run reads the keys
+// the set run wrote (the same -r keyspace).
+bool RunRedisBenchmark(const Args& a, uint16_t port, size_t bytes, const char* test, Figure& f) {
   const size_t keyspace = std::max<size_t>(a.pipeline, (a.keyspace_mib << 20) / bytes);
   const size_t requests = std::max<size_t>(keyspace * 8, (a.mib << 20) / bytes);
   const std::string command = "redis-benchmark -h " + a.host + " -p " + std::to_string(port) +
-                              " -t set,get -d " + std::to_string(bytes) + " -P " +
+                              " -t " + test + " -d " + std::to_string(bytes) + " -P " +
                               std::to_string(a.pipeline) + " -c " + std::to_string(a.clients) +
                               " -n " + std::to_string(requests) + " -r " +
                               std::to_string(keyspace) + " --csv 2>/dev/null";
+  const double cpu_start = CpuSeconds(RUSAGE_CHILDREN);
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return false;
   char line[512];
-  int found = 0;
+  bool found = false;
   while (std::fgets(line, sizeof(line), pipe) != nullptr) {
     char name[16];
     double rps, avg, min, p50, p95, p99, max;
     if (std::sscanf(line, "\"%15[A-Z]\",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\"",
-                    name, &rps, &avg, &min, &p50, &p95, &p99, &max) != 8) {
-      continue;
+                    name, &rps, &avg, &min, &p50, &p95, &p99, &max) == 8) {
+      f = Figure{rps * static_cast<double>(bytes) / 1e9, p50, p99, 0, 0};
+      found = true;
     }
-    Figure& f = std::string(name) == "SET" ? set : get;
-    f = Figure{rps * static_cast<double>(bytes) / 1e9, p50, p99, 0};
-    ++found;
   }
-  return ::pclose(pipe) == 0 && found == 2;
+  const bool ok = ::pclose(pipe) == 0 && found;
+  const double gb = static_cast<double>(requests * bytes) / 1e9;
+  f.cpu_s_per_gb = (CpuSeconds(RUSAGE_CHILDREN) - cpu_start) / gb;
+  return ok;
 }
 
 Figure Best(const Figure& a, const Figure& b) { return b.gbps > a.gbps ? b : a; }
 
 void Print(const char* op, size_t bytes, const Args& a, const Figure& ours, const Figure& ceiling) {
+  std::printf(
+      "%-4s %5zu KiB  P=%-3u c=%-2u  store %6.2f GB/s  p50 %7.2f ms  p99 %7.2f ms  cpu %5.2f s/GB",
+      op, bytes >> 10, a.pipeline, a.clients, ours.gbps, ours.p50_ms, ours.p99_ms,
+      ours.cpu_s_per_gb);
+  const char* failed = ours.failed != 0 ? "  (FAILED ITEMS: figure void)" : "";
   if (!a.ceiling) {
-    std::printf(
-        "%-4s %5zu KiB  P=%-3u c=%-2u  store %6.2f GB/s  p50 %7.2f ms  p99 %7.2f ms  |  "
-        "no ceiling (--ceiling off): not a figure%s\n",
-        op, bytes >> 10, a.pipeline, a.clients, ours.gbps, ours.p50_ms, ours.p99_ms,
-        ours.failed != 0 ? "  (FAILED ITEMS)" : "");
+    std::printf("  |  no ceiling (--ceiling off): not a figure%s\n", failed);
     return;
   }
   std::printf(
-      "%-4s %5zu KiB  P=%-3u c=%-2u  store %6.2f GB/s  p50 %7.2f ms  p99 %7.2f ms  |  "
-      "redis-benchmark %6.2f GB/s  p50 %7.2f ms  p99 %7.2f ms  |  %5.1f%%%s\n",
-      op, bytes >> 10, a.pipeline, a.clients, ours.gbps, ours.p50_ms, ours.p99_ms, ceiling.gbps,
-      ceiling.p50_ms, ceiling.p99_ms, 100.0 * ours.gbps / ceiling.gbps,
-      ours.failed != 0 ? "  (FAILED ITEMS: figure void)" : "");
+      "  |  redis-benchmark %6.2f GB/s  p50 %7.2f ms  p99 %7.2f ms  cpu %5.2f s/GB  |  %5.1f%%%s\n",
+      ceiling.gbps, ceiling.p50_ms, ceiling.p99_ms, ceiling.cpu_s_per_gb,
+      100.0 * ours.gbps / ceiling.gbps, failed);
 }
 
 int Main(int argc, char** argv) {
@@ -253,7 +293,8 @@ int Main(int argc, char** argv) {
       if (a.get) get = Best(get, RunStore(**store, a, bytes, false));
       Figure s, g;
       if (!a.ceiling) continue;
-      if (!RunRedisBenchmark(a, a.port, bytes, s, g)) {
+      if (!RunRedisBenchmark(a, a.port, bytes, "set", s) ||
+          !RunRedisBenchmark(a, a.port, bytes, "get", g)) {
         std::fprintf(stderr, "redis-benchmark failed (is redis-tools installed?)\n");
         return 1;
       }
