@@ -127,10 +127,25 @@ absl::Status BuildMetrics(Daemon::Parts& p, const std::vector<PoolPlan>& plans) 
   return absl::OkStatus();
 }
 
+// What a pool of several gets, for the log (config.h PoolPlan).
+void LogPool(const PoolPlan& plan) {
+  const TierManagerOptions& o = plan.tiers;
+  KVTIER_LOG(
+      kInfo, "daemon", "pool '{}': T1 {} bytes (memfd {}), T0 {}, T2 {}; uids [{}], gids [{}]",
+      plan.name, o.t1.capacity_bytes, o.t1.segment_name,
+      !o.t0                       ? std::string("off")
+      : o.t0->capacity_bytes != 0 ? fmt::format("{} bytes", o.t0->capacity_bytes)
+                                  : fmt::format("{:.3f} of the free memory", o.t0->free_fraction),
+      o.t2 ? fmt::format("{} bytes in {}", o.t2->capacity_bytes, fmt::join(o.t2->directories, ", "))
+           : "off",
+      fmt::join(plan.uids, ", "), fmt::join(plan.gids, ", "));
+}
+
 // One pool's tier manager (and its T3), reporting its moves to the metrics.
 absl::Status BuildPool(Daemon::Parts& p, const PoolPlan& plan) {
   PoolTiers pool{plan.name, plan.pool_scoped_keys, nullptr, nullptr};
   TierManagerOptions options = plan.tiers;
+  if (pool.named) LogPool(plan);
   if (plan.remote) {
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<RemoteTier> t3, RemoteTier::Open(*plan.remote));
     pool.remote = t3.get();

@@ -271,6 +271,10 @@ void DaemonMetrics::AddCopiedBytes(CopyDirection direction, uint64_t bytes) {
   copied_bytes_[static_cast<size_t>(direction)]->Increment(static_cast<double>(bytes));
 }
 
+void DaemonMetrics::AddConnectedClients(int64_t delta) {
+  connected_clients_->Increment(static_cast<double>(delta));
+}
+
 void DaemonMetrics::SetConnectedClients(uint64_t clients) {
   connected_clients_->Set(static_cast<double>(clients));
 }

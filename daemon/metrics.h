@@ -146,6 +146,9 @@ class DaemonMetrics {
   void ObserveTierMove(const TierMove& move, double seconds);
   void AddCopiedBytes(CopyDirection direction, uint64_t bytes);
   void SetConnectedClients(uint64_t clients);
+  // +1 when a client connects, -1 when it goes: what services of several pools report, each
+  // knowing only its own sessions.
+  void AddConnectedClients(int64_t delta);
   void AddLeases(int64_t delta);  // + when leases are granted, - when released or dropped
   // `count` working slots taken, published, freed (each also changes kvtier_working_slots) or
   // refused over quota.

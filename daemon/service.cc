@@ -81,8 +81,8 @@ Service::~Service() = default;
 absl::StatusOr<std::shared_ptr<Session>> Service::Open(const Namespace& ns) {
   KVTIER_RETURN_IF_ERROR(ns.Validate());
   const uint64_t id = next_session_id_.fetch_add(1, std::memory_order_relaxed);
-  const size_t now = sessions_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (metrics_ != nullptr) metrics_->SetConnectedClients(now);
+  sessions_.fetch_add(1, std::memory_order_relaxed);
+  if (metrics_ != nullptr) metrics_->AddConnectedClients(1);
   BlockKey root = NamespaceRoot(ns);
   if (!options_.pool_scope.empty()) root = KeyScope::InPool(root, options_.pool_scope);
   return std::shared_ptr<Session>(new Session(*this, ns, root, id));
@@ -95,8 +95,8 @@ void Service::Close(Session& session) {
     session.closed_ = true;
   }
   ReleaseAll(session);
-  const size_t now = sessions_.fetch_sub(1, std::memory_order_relaxed) - 1;
-  if (metrics_ != nullptr) metrics_->SetConnectedClients(now);
+  sessions_.fetch_sub(1, std::memory_order_relaxed);
+  if (metrics_ != nullptr) metrics_->AddConnectedClients(-1);
 }
 
 void Service::ReleaseAll(Session& session) {

@@ -308,8 +308,12 @@ TEST_F(KvtierdPoolsTest, TierMetricsCarryThePoolLabel) {
   auto b = ConnectPool("b");
   ASSERT_TRUE(b.ok());
   ASSERT_TRUE(PutRetrying(**b, SeqKeys(**b, 5, 3)).ok());
+  auto a = ConnectPool("a");
+  ASSERT_TRUE(a.ok());
   auto page = testing::HttpGet(port);
   ASSERT_TRUE(page.ok()) << page.status();
+  // The request-path families are the daemon's: both pools' clients counted.
+  EXPECT_NE(page->find("\nkvtier_connected_clients 2"), std::string::npos) << *page;
   const std::string capacity = std::to_string(kPoolBytes);
   for (const char* pool : {"a", "b"}) {
     const std::string line =

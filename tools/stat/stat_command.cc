@@ -18,6 +18,7 @@ namespace {
 struct StatFlags {
   std::string metrics = "127.0.0.1:9464";  // the default config's metrics.listen_address
   std::string socket;
+  std::string pool;  // --socket: the memory pool to connect to
   double interval_s = 1;
   double watch_s = 0;
   bool once = false;
@@ -28,6 +29,9 @@ void AddFlags(CLI::App* cmd, StatFlags* f) {
                   "kvtierd's metrics endpoint: host:port or http://host:port/path; empty: skip")
       ->capture_default_str();
   cmd->add_option("--socket", f->socket, "Also ask kvtierd's socket for its Stats (a client)");
+  cmd->add_option("--pool", f->pool,
+                  "With --socket: the memory pool whose Stats to ask for; empty: the only one "
+                  "this user may use");
   cmd->add_option("--interval", f->interval_s,
                   "Seconds between the two scrapes that rates come from; 0: one scrape, no rates")
       ->check(CLI::NonNegativeNumber)
@@ -37,9 +41,10 @@ void AddFlags(CLI::App* cmd, StatFlags* f) {
   cmd->add_flag("--once", f->once, "One screen and exit, never clearing the terminal (scripts)");
 }
 
-absl::StatusOr<protocol::StatsWire> SocketStats(const std::string& path) {
+absl::StatusOr<protocol::StatsWire> SocketStats(const std::string& path, const std::string& pool) {
   client::ClientOptions options;
   options.socket_path = path;
+  options.pool = pool;
   options.ns.model_id = "kvtier-stat";
   options.client_name = "kvtier-stat";
   options.timeout_ms = 5000;
@@ -54,7 +59,7 @@ absl::Status Sample(const StatFlags& f, const std::optional<MetricsUrl>& url, St
     in->now = MetricsSample(text);
   }
   if (!f.socket.empty()) {
-    KVTIER_ASSIGN_OR_RETURN(in->stats, SocketStats(f.socket));
+    KVTIER_ASSIGN_OR_RETURN(in->stats, SocketStats(f.socket, f.pool));
   }
   return absl::OkStatus();
 }
