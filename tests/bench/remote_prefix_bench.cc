@@ -13,18 +13,26 @@
 //   whole  lookup + get of every block of another fresh prefix;
 // and two ceilings of the store's read rate on this machine, with no daemon in between:
 // `redis-benchmark -t set,get -d <block bytes> -P 1 -c <remote.threads = 4>` (the daemon reads
-// with one GET per block on 4 worker threads), and RemoteStore::Get of a whole prefix in one
-// pipelined call from this process. bound = bytes / the higher ceiling. Each figure is the best
-// of --repeat (shared, noisy machines: the ratio holds, the absolute number does not).
+// with one GET per block on 4 worker threads), and RemoteStore::Get of a whole prefix from 4
+// threads of this process at once, each getting a quarter of the blocks one at a time (the
+// daemon's access pattern without the daemon: once the store's client costs less CPU per byte
+// than redis-benchmark, on a small machine this is the higher one). bound = bytes / the higher
+// ceiling (the RemoteStore one sampled three times per repetition: a ceiling is a best case). Each
+// figure is the best of --repeat (shared, noisy machines: the ratio holds, the absolute number does
+// not). A ratio below 0.95 is impossible (faster than the store can send: the ceiling's runs were
+// disturbed) and the bench says so and exits 3; one in [0.95, 1) is at the ceiling, within its
+// noise.
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/kvtier_client.h"
@@ -39,6 +47,9 @@ namespace kvtier {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The daemon's remote.threads (its default): the parallelism of the store-side ceilings.
+constexpr size_t kReaders = 4;
 
 struct Args {
   uint32_t blocks = 16;
@@ -130,8 +141,11 @@ class Bench {
     return whole ? took : -1;
   }
 
-  // The store's own rate: one pipelined Get of a whole prefix, bytes per second.
-  double StoreRate(client::Client& c) {
+  // The store's own rate with the daemon's access pattern and no daemon, bytes per second: the
+  // best of `samples` reads of one whole prefix, each by kReaders threads at once, each thread a
+  // Get of one block at a time over its share (its own pooled connection). (Deeper pipelines are
+  // slower here: the server then holds a pipeline's worth of 2 MiB replies per connection.)
+  double StoreRate(client::Client& c, int samples) {
     const std::vector<BlockKey> keys = StorePrefix(c);
     const BlockKey root = NamespaceRoot(ns_);
     std::vector<std::vector<std::byte>> dst(keys.size(), std::vector<std::byte>(bytes_));
@@ -142,10 +156,32 @@ class Bench {
       items[i].dst = dst[i].data();
       items[i].dst_bytes = static_cast<uint32_t>(bytes_);
     }
+    double best = 0;
+    for (int s = 0; s < samples; ++s) {
+      const double took = ReadInParallel(items);
+      if (took > 0) best = std::max(best, static_cast<double>(bytes_ * keys.size()) / took);
+    }
+    return best;
+  }
+
+  // Seconds for kReaders threads to get every item (each a share, one block at a time); -1 when
+  // one was not a hit.
+  double ReadInParallel(std::vector<RemoteGetItem>& items) {
+    const size_t share = (items.size() + kReaders - 1) / kReaders;
+    std::atomic<bool> ok{true};
     const auto start = Clock::now();
-    const absl::Status s = store_->Get(absl::MakeSpan(items));
+    std::vector<std::thread> readers;
+    for (size_t at = 0; at < items.size(); at += share) {
+      readers.emplace_back([&, at] {
+        for (size_t i = at; i < std::min(at + share, items.size()); ++i) {
+          if (!store_->Get(absl::MakeSpan(&items[i], 1)).ok()) ok = false;
+        }
+      });
+    }
+    for (std::thread& t : readers) t.join();
     const double took = Seconds(start);
-    return s.ok() ? static_cast<double>(bytes_ * keys.size()) / took : 0;
+    for (const RemoteGetItem& item : items) ok = ok && item.outcome == RemoteOutcome::kHit;
+    return ok ? took : -1;
   }
 
   const Namespace& ns() const { return ns_; }
@@ -215,7 +251,8 @@ int Main(int argc, char** argv) {
     if (one < 0 || all < 0) return std::fprintf(stderr, "a block did not come back whole\n"), 1;
     ttfb = std::min(ttfb, one);
     whole = std::min(whole, all);
-    rate = std::max(rate, bench.StoreRate(**c));
+    // A ceiling is a best case: three samples of it to each one of the figures.
+    rate = std::max(rate, bench.StoreRate(**c, 3));
   }
   const double ceiling = std::max(rate, benchmark);
   const double block_bound = static_cast<double>(block_bytes) / ceiling;
@@ -224,19 +261,30 @@ int Main(int argc, char** argv) {
               args.blocks, args.block_mib, static_cast<double>(bench.prefix_bytes()) / (1 << 20),
               args.repeat);
   std::printf(
-      "  ceilings: redis-benchmark GET -P 1 -c 4 %.2f GB/s; RemoteStore, one pipelined GET "
-      "of the prefix %.2f GB/s\n",
+      "  ceilings: redis-benchmark GET -P 1 -c 4 %.2f GB/s; RemoteStore, the prefix by 4 threads "
+      "(a Get per block) %.2f GB/s\n",
       benchmark / 1e9, rate / 1e9);
   std::printf("  first block:  %.2f ms   bound (1 block / ceiling) %.2f ms   ratio %.2f\n",
               ttfb * 1e3, block_bound * 1e3, ttfb / block_bound);
   std::printf("  whole prefix: %.2f ms   bound (prefix / ceiling) %.2f ms   ratio %.2f\n",
               whole * 1e3, prefix_bound * 1e3, whole / prefix_bound);
   (*daemon)->Stop(SIGTERM);
-  if (ttfb < block_bound || whole < prefix_bound) {  // faster than the store can send
+  // The ceiling is itself measured (best of --repeat), so a figure may land a little past it by
+  // noise alone; past kCeilingNoise it is impossible: the ceiling's own runs were disturbed.
+  constexpr double kCeilingNoise = 0.05;
+  const double fastest = std::min(ttfb / block_bound, whole / prefix_bound);
+  if (fastest < 1 - kCeilingNoise) {
     std::printf(
-        "  NOT A MEASUREMENT: faster than this run's ceiling, so the ceiling's own runs were "
-        "disturbed (a loaded machine); run again on a quieter one\n");
+        "  NOT A MEASUREMENT: more than %.0f%% faster than this run's ceiling, so the ceiling's "
+        "own runs were disturbed (a loaded machine); run again on a quieter one\n",
+        kCeilingNoise * 100);
     return 3;
+  }
+  if (fastest < 1) {
+    std::printf(
+        "  at the ceiling: a ratio in [%.2f, 1) is within the noise of the ceiling's own "
+        "measurement\n",
+        1 - kCeilingNoise);
   }
   return 0;
 }
