@@ -24,15 +24,17 @@ namespace kvtier {
 namespace {
 
 // daemon.flush_on_stop: T1's blocks with no T2 copy are written to T2 before the tiers close, so a
-// clean restart finds them; logs what it did and what it could not. `pool`: "" for the single
-// pool, else " of pool 'name'" for the log.
-void FlushT1OnStop(TierManager& tiers, const DaemonSettings& settings, const std::string& pool) {
+// clean restart finds them, until `deadline` (one for every pool: daemon.flush_on_stop_seconds
+// bounds the whole stop); logs what it did and what it could not. `pool`: "" for the single pool,
+// else " of pool 'name'" for the log.
+void FlushT1OnStop(TierManager& tiers, const DaemonSettings& settings, const std::string& pool,
+                   std::chrono::steady_clock::time_point deadline) {
   if (!settings.flush_on_stop || tiers.t2() == nullptr) return;
   const auto start = std::chrono::steady_clock::now();
   const TierManagerStats before = tiers.Stats();
   KVTIER_LOG(kInfo, "daemon", "flushing T1{} to T2 (daemon.flush_on_stop, at most {} s)", pool,
              settings.flush_on_stop_seconds);
-  const bool finished = tiers.FlushT1(start + std::chrono::seconds(settings.flush_on_stop_seconds));
+  const bool finished = tiers.FlushT1(deadline);
   const TierManagerStats after = tiers.Stats();
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   const std::string summary = fmt::format(
@@ -76,9 +78,11 @@ class Daemon::Parts {
   explicit Parts(const DaemonConfig& c) : config(c) {}
   ~Parts() {
     if (server) server->Stop();
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::seconds(config.daemon.flush_on_stop_seconds);
     for (PoolTiers& pool : pools) {
       // No server: the start failed, and nothing was served.
-      if (server) FlushT1OnStop(*pool.tiers, config.daemon, pool.ForLog());
+      if (server) FlushT1OnStop(*pool.tiers, config.daemon, pool.ForLog(), deadline);
     }
     if (metrics) metrics->WatchPools({});
   }
