@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daemon/config.h"
@@ -82,8 +83,9 @@ absl::StatusOr<PoolSpec> ReadPool(const toml::node& node, size_t i) {
   if (table == nullptr) return Invalid(fmt::format("pools[{}]: is not a table", i));
   PoolSpec pool;
   for (auto&& [k, v] : *table) {
+    const std::string_view name = k.str();  // a lambda may not capture a structured binding
     const auto key = std::find_if(PoolKeys().begin(), PoolKeys().end(),
-                                  [&](const PoolKey& p) { return k.str() == p.name; });
+                                  [name](const PoolKey& p) { return name == p.name; });
     if (key == PoolKeys().end()) {
       std::vector<std::string> known;
       for (const PoolKey& p : PoolKeys()) known.emplace_back(p.name);
