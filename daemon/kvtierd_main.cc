@@ -3,6 +3,7 @@
 // failure to start or run, 2 a bad command line or config.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "daemon/cli.h"
@@ -36,6 +37,13 @@ void LogConfig(const std::string& path, const DaemonConfig& config) {
                                config.ManagerOptions().t2->directories.size())
                  : "off",
              config.SocketPath(), config.metrics.enabled ? config.metrics.listen_address : "off");
+  if (!config.pools.empty()) {
+    std::vector<std::string> pools;
+    for (const PoolPlan& plan : config.PoolPlans()) {
+      pools.push_back(fmt::format("'{}' (T1 {} bytes)", plan.name, plan.tiers.t1.capacity_bytes));
+    }
+    KVTIER_LOG(kInfo, "daemon", "{} memory pools: {}", pools.size(), fmt::join(pools, ", "));
+  }
   for (const ConfigKey& key : ConfigKeys()) {
     KVTIER_LOG(kDebug, "daemon", "config {} = {}", key.name, key.get(config));
   }

@@ -135,6 +135,17 @@ TEST(ConfigPoolsTest, PoolNameMustNameOneOfThePools) {
   EXPECT_TRUE(Load(dir, "[pool]\nname = \"a\"\n[[pools]]\nname = \"a\"\nusers = [1]\n").ok());
 }
 
+// The example of docs/configuration.md's pools, as shipped in configs/.
+TEST(ConfigPoolsTest, TheExamplePoolsConfigLoads) {
+  absl::StatusOr<DaemonConfig> config = LoadConfig(KVTIER_SOURCE_DIR "/configs/pools.toml", {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::vector<PoolPlan> plans = config->PoolPlans();
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans[1].tiers.t1.capacity_bytes, uint64_t{4} << 30);
+  EXPECT_EQ(plans[1].tiers.t2->directories,
+            (std::vector<std::string>{"/var/lib/kvtier/t2/tenant-b"}));
+}
+
 // The command line takes the same entries as an inline array.
 TEST(ConfigPoolsTest, PoolsCanBeGivenOnTheCommandLine) {
   absl::StatusOr<DaemonConfig> config = LoadConfig(
