@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/log.h"
+
 namespace kvtier::engine {
 namespace {
 
@@ -13,6 +15,8 @@ using protocol::BlockCode;
 using protocol::BlockResult;
 
 constexpr size_t kMaxPerCall = 1024;  // the protocol's items per request
+// Slots a load leaves free beyond the growth it counts: a 512-token first chunk of 16-token blocks.
+constexpr int64_t kLoadHeadroom = 32;
 
 BlockCode CodeOf(const BlockResult& r) { return static_cast<BlockCode>(r.code); }
 
@@ -97,6 +101,9 @@ DaemonKvBlocks::DaemonKvBlocks(client::Client* client, int64_t block_tokens, uin
       options_(options) {}
 
 DaemonKvBlocks::~DaemonKvBlocks() {
+  if (stats_.lookups > 0 || stats_.published > 0) {
+    KVTIER_LOG(kInfo, "engine", "kvtierd KV blocks: {}", FormatStats(stats_));
+  }
   // Leases and working slots go back with the connection too; this is for a client that stays.
   std::vector<BlockKey> leased;
   for (auto& [id, st] : states_) {
@@ -119,6 +126,7 @@ void DaemonKvBlocks::Fail(const absl::Status& s) {
 void DaemonKvBlocks::ReleaseKeys(const std::vector<BlockKey>& keys) {
   for (size_t at = 0; at < keys.size(); at += kMaxPerCall) {
     const size_t n = std::min(kMaxPerCall, keys.size() - at);
+    const KvCallTimer timer(stats_, KvCall::kRelease);
     absl::StatusOr<std::vector<BlockResult>> r =
         client_->Release(absl::MakeConstSpan(keys).subspan(at, n));
     if (!r.ok()) Fail(r.status());
@@ -132,6 +140,7 @@ const std::vector<BlockKey>* DaemonKvBlocks::KeysUpTo(Sequence& seq, State& st, 
                                seq.tokens().begin() + n * block_tokens_);
   std::optional<BlockKey> parent;
   if (have > 0) parent = st.keys.back();
+  const KvCallTimer timer(stats_, KvCall::kKeys);
   absl::StatusOr<std::vector<BlockKey>> more = client_->KeysFor(tokens, parent);
   if (!more.ok()) {
     Fail(more.status());
@@ -180,6 +189,7 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
     where = std::move(*st.looked);  // this step's LookAhead asked already
   } else {
     ++stats_.lookups;
+    const KvCallTimer timer(stats_, KvCall::kLookup);
     where = client_->Lookup(wanted);
   }
   st.looked.reset();
@@ -189,19 +199,34 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   }
   if (where->hit_blocks == 0) return 0;
   std::vector<CacheSource> from;
-  bool all_here = true;  // in the pool's tier already: leasing them copies nothing
+  int64_t to_load = 0;  // blocks not in the pool's tier yet: leasing them promotes them
   for (size_t i = 0; i < where->hit_blocks; ++i) {
     from.push_back(SourceOf(where->tiers[i]));
-    all_here = all_here && (where->tiers[i] & TierBit(options_.tier)) != 0;
+    to_load += (where->tiers[i] & TierBit(options_.tier)) == 0 ? 1 : 0;
   }
   const auto hit = wanted.subspan(0, where->hit_blocks);
-  if (loader_ != nullptr && !all_here) {
+  if (loader_ != nullptr && to_load > 0) {
+    if (!RoomToLoad(to_load)) {
+      ++stats_.loads_deferred;
+      return kPrefixLoading;  // looked up again next step
+    }
     st.load_from = std::move(from);
     st.load_ticket = loader_->Start(std::vector<BlockKey>(hit.begin(), hit.end()));
     ++stats_.loads;
     return kPrefixLoading;
   }
   return LeaseRun(st, hit, from);
+}
+
+bool DaemonKvBlocks::RoomToLoad(int64_t slots) const {
+  int64_t held = 0;  // slots of the pool this engine holds (leased or working), its reserve apart
+  for (const auto& [id, st] : states_) {
+    held += static_cast<int64_t>(st.holds.size() + st.pending_slots.size());
+  }
+  if (held == 0) return true;  // nothing of ours to wait for: load what the pool takes
+  // The reserve serves the running sequences' growth first; a first chunk needs a few more.
+  const int64_t growth = std::max<int64_t>(growth_reserve_, static_cast<int64_t>(reserve_.size()));
+  return held + slots + growth + kLoadHeadroom <= num_slots_;
 }
 
 int64_t DaemonKvBlocks::LoadedPrefix(State& st) {
@@ -221,7 +246,11 @@ int64_t DaemonKvBlocks::LoadedPrefix(State& st) {
 int64_t DaemonKvBlocks::LeaseRun(State& st, absl::Span<const BlockKey> keys,
                                  std::span<const CacheSource> from) {
   // Lease the leading run in the pool's tier (the daemon promotes into it as needed).
-  absl::StatusOr<std::vector<BlockResult>> got = client_->Get(keys, options_.tier);
+  absl::StatusOr<std::vector<BlockResult>> got;
+  {
+    const KvCallTimer timer(stats_, KvCall::kLease);
+    got = client_->Get(keys, options_.tier);
+  }
   if (!got.ok()) {
     Fail(got.status());
     return 0;
@@ -268,7 +297,11 @@ void DaemonKvBlocks::LookAhead(std::span<Sequence* const> waiting) {
   if (spans.empty()) return;
   ++stats_.lookup_batches;
   stats_.lookups += static_cast<int64_t>(spans.size());
-  absl::StatusOr<std::vector<client::LookupResult>> found = client_->LookupMany(spans);
+  absl::StatusOr<std::vector<client::LookupResult>> found;
+  {
+    const KvCallTimer timer(stats_, KvCall::kLookup);
+    found = client_->LookupMany(spans);
+  }
   if (!found.ok()) {
     Fail(found.status());
     return;
@@ -292,7 +325,11 @@ bool DaemonKvBlocks::CanTake(int64_t slots) {
   while (static_cast<int64_t>(reserve_.size()) < slots && status_.ok()) {
     const auto want = static_cast<size_t>(
         std::min<int64_t>(slots - static_cast<int64_t>(reserve_.size()), kMaxPerCall));
-    absl::StatusOr<std::vector<BlockResult>> took = client_->TakeWorkingSlots(options_.tier, want);
+    absl::StatusOr<std::vector<BlockResult>> took;
+    {
+      const KvCallTimer timer(stats_, KvCall::kTake);
+      took = client_->TakeWorkingSlots(options_.tier, want);
+    }
     if (!took.ok()) {
       Fail(took.status());
       break;
@@ -362,15 +399,23 @@ void DaemonKvBlocks::Commit(Sequence& seq, int64_t from) {
   std::vector<uint32_t> slots(items.size());
   std::vector<uint64_t> sums(items.size());
   for (size_t j = 0; j < items.size(); ++j) slots[j] = items[j].slot;
-  if (absl::Status s = Checksums(slots, sums); !s.ok()) {
+  absl::Status hashed;
+  {
+    const KvCallTimer timer(stats_, KvCall::kChecksum);
+    hashed = Checksums(slots, sums);
+  }
+  if (absl::Status s = hashed; !s.ok()) {
     Fail(s);
     return;
   }
   for (size_t j = 0; j < items.size(); ++j) items[j].checksum = sums[j];
   for (size_t begin = 0; begin < items.size(); begin += kMaxPerCall) {
     const size_t n = std::min(kMaxPerCall, items.size() - begin);
-    absl::StatusOr<std::vector<BlockCode>> codes =
-        client_->PublishWorking(options_.tier, absl::MakeConstSpan(items).subspan(begin, n));
+    absl::StatusOr<std::vector<BlockCode>> codes;
+    {
+      const KvCallTimer timer(stats_, KvCall::kPublish);
+      codes = client_->PublishWorking(options_.tier, absl::MakeConstSpan(items).subspan(begin, n));
+    }
     if (!codes.ok()) {
       Fail(codes.status());
       return;
@@ -415,6 +460,7 @@ void DaemonKvBlocks::Release(Sequence& seq) {
     if (st.load_ticket != 0) loader_->Finish(st.load_ticket);
     for (size_t at = 0; at < free.size(); at += kMaxPerCall) {
       const size_t n = std::min(kMaxPerCall, free.size() - at);
+      const KvCallTimer timer(stats_, KvCall::kFree);
       absl::StatusOr<std::vector<BlockCode>> r =
           client_->FreeWorking(options_.tier, absl::MakeConstSpan(free).subspan(at, n));
       if (!r.ok()) Fail(r.status());

@@ -10,7 +10,11 @@
 // - With a PrefixLoader (SetLoader), a prefix that is not all in the pool's tier yet is leased on
 //   the loader's connection and thread first: CachedPrefixBlocks answers kPrefixLoading until
 //   kvtierd has promoted it, and the engine's steps go on meanwhile; then the run is leased here
-//   (a hit in the pool's tier, no copy) and the loader gives its own leases back.
+//   (a hit in the pool's tier, no copy) and the loader gives its own leases back. A load starts
+//   only when the pool holds the blocks it brings beside what this engine holds and the running
+//   sequences' growth (SetGrowthReserve), or when this engine holds nothing: a load into a pool
+//   full of running sequences' blocks fails part way (kvtierd cannot evict them), and the part
+//   that did not come is computed again although T1 had it.
 // - New blocks go into working slots (protocol v3 work_take), kept in a reserve: CanTake tops it
 //   up from the daemon (within daemon.max_working_slots), Release returns a sequence's unpublished
 //   slots to it (reserve_max at most; the rest are freed).
@@ -33,11 +37,13 @@
 // scheduler). The client must outlive this object and be used by nobody else meanwhile.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -61,6 +67,20 @@ struct DaemonKvBlocksOptions {
   SlotChecksums checksum;
 };
 
+// The calls DaemonKvBlocks makes to kvtierd (and its hashing of published blocks), for
+// DaemonKvBlocksStats::call_ms.
+enum class KvCall : uint8_t {
+  kLookup,    // Lookup, LookupMany
+  kLease,     // Get (leasing a prefix in the pool's tier)
+  kRelease,   // Release of leases
+  kTake,      // TakeWorkingSlots
+  kFree,      // FreeWorking
+  kPublish,   // PublishWorking
+  kChecksum,  // hashing the blocks to publish (the GPU's, or XXH3 on the CPU)
+  kKeys,      // KeysFor (hashing token blocks into keys, in this process)
+};
+inline constexpr size_t kKvCalls = 8;
+
 // Counters, for tests, logs and the server's metrics.
 struct DaemonKvBlocksStats {
   int64_t lookups = 0;             // prefix lookups sent (one per sequence looked up)
@@ -73,6 +93,25 @@ struct DaemonKvBlocksStats {
   int64_t already_present = 0;     // publishes of a key the daemon had already
   int64_t working_taken = 0;       // working slots taken from the daemon
   int64_t working_freed = 0;       // working slots given back
+  int64_t loads_deferred = 0;      // times a load waited for room in the pool before it started
+  double call_ms[kKvCalls] = {};   // host time in each kind of call, by KvCall
+};
+
+// One line of the counters and the time by call, for a log.
+std::string FormatStats(const DaemonKvBlocksStats& s);
+
+// Adds the time from its construction to its destruction to stats.call_ms[call].
+class KvCallTimer {
+ public:
+  KvCallTimer(DaemonKvBlocksStats& stats, KvCall call);
+  ~KvCallTimer();
+  KvCallTimer(const KvCallTimer&) = delete;
+  KvCallTimer& operator=(const KvCallTimer&) = delete;
+
+ private:
+  DaemonKvBlocksStats& stats_;
+  KvCall call_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 class DaemonKvBlocks final : public KvBlocks {
@@ -110,6 +149,7 @@ class DaemonKvBlocks final : public KvBlocks {
   bool MayMakeRoomLater() const override { return true; }
   // Releases the waiting sequence's leased prefix, or gives up its load.
   bool GiveBackUnadmitted() override;
+  void SetGrowthReserve(int64_t slots) override { growth_reserve_ = slots; }
 
   const DaemonKvBlocksStats& stats() const { return stats_; }
   // Promote prefixes on `loader` (its own connection, in this client's namespace and the pool's
@@ -143,6 +183,8 @@ class DaemonKvBlocks final : public KvBlocks {
   // CachedPrefixBlocks of a sequence whose prefix the loader has: kPrefixLoading until it is
   // done, then its run leased here.
   int64_t LoadedPrefix(State& st);
+  // Whether a load that brings `slots` blocks into the pool should start now (the class comment).
+  bool RoomToLoad(int64_t slots) const;
   // Gives back sequence id's leased prefix that no admission took.
   void DropPending(uint64_t id);
   void Fail(const absl::Status& s);
@@ -158,6 +200,7 @@ class DaemonKvBlocks final : public KvBlocks {
   absl::flat_hash_map<uint64_t, State> states_;  // by sequence id
   uint64_t pending_owner_ = 0;                   // the sequence whose prefix is leased, or 0
   uint64_t step_ = 0;                            // LookAhead calls so far
+  int64_t growth_reserve_ = 0;                   // SetGrowthReserve's
   DaemonKvBlocksStats stats_;
   absl::Status status_;
   std::unique_ptr<PrefixLoader> loader_;  // null: prefixes are promoted inline

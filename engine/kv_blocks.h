@@ -39,8 +39,13 @@ class KvBlocks {
   // LookupMany), so that CachedPrefixBlocks answers from that. Changes nothing else.
   virtual void LookAhead(std::span<Sequence* const> waiting) {}
 
-  // CachedPrefixBlocks' answer while the prefix is still on its way into the pool (DaemonKvBlocks
-  // with a PrefixLoader): ask again in a later step.
+  // The slots the running sequences need for their next tokens (Scheduler::GrowthReserve), told
+  // before the step's admissions: an implementation that must bring a prefix into the pool first
+  // (DaemonKvBlocks with a PrefixLoader) starts only when the pool holds it beside them.
+  virtual void SetGrowthReserve(int64_t slots) {}
+
+  // CachedPrefixBlocks' answer while the prefix is still on its way into the pool, or waits for
+  // room in it to start (DaemonKvBlocks with a PrefixLoader): ask again in a later step.
   static constexpr int64_t kPrefixLoading = -1;
 
   // ---- Can I ----

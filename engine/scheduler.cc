@@ -51,6 +51,7 @@ StepPlan Scheduler::Schedule() {
   // A prefix admitted now would take slots of the tier the running sequences wait for.
   if (plan.preempted == 0 && plan.stalled == 0) {
     LookAhead(budget);
+    blocks_.SetGrowthReserve(GrowthReserve());
     while (!waiting_.empty() && budget > 0 &&
            running_.size() < static_cast<size_t>(options_.max_running)) {
       if (!AdmitWaiting(budget, plan)) break;

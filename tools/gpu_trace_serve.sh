@@ -33,6 +33,10 @@ r = json.load(open(sys.argv[1])); m = r["metrics"]
 print(sys.argv[1], "wall %.1f s" % r["wall_s"], "TTFT p50/p99 %.2f/%.2f s" % (r["ttft_s"]["p50"], r["ttft_s"]["p99"]),
       "out tok/s %.0f" % r["output_tokens_per_s"], "cached %d of %d" % (r["cached_tokens"], r["ideal_cached_tokens"]),
       "preemptions", m["series"].get("kvtier_serve_preemptions_total"), m["prompt_tokens_by_source"])
+part = lambda p: m["series"].get('kvtier_serve_engine_seconds_total{part="%s"}' % p, 0)
+steps = lambda k: m["series"].get('kvtier_serve_engine_steps_total{kind="%s"}' % k, 0)
+print("  engine thread s: schedule %.1f forward %.1f update %.1f room_wait %.1f; steps ran %d waited %d"
+      % (part("schedule"), part("forward"), part("update"), part("room_wait"), steps("ran"), steps("waited")))
 PY
 }
 mkdir -p "$out"

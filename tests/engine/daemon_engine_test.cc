@@ -178,6 +178,54 @@ TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
   EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
 }
 
+// A load starts only when the pool holds it beside the running sequence (DaemonKvBlocks::
+// RoomToLoad): beside one that holds half of T1 it waits, and the running one never preempts; when
+// that one is done it loads, and gives the same tokens.
+TEST_F(DaemonEngineTest, APrefixLoadWaitsForRoomBesideARunningSequence) {
+  auto model = CpuModel::Load(kModel);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
+  auto d = CreateDaemonEngine(model->get(), nullptr, Options("a"));
+  ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
+  std::vector<std::vector<int32_t>> many;
+  for (int32_t s = 0; s < 18; ++s) many.push_back(Prompt(200, 100 + s));
+  const std::vector<RequestOutput> first = RunAll(*d->engine, {many[0]}, 4);
+  for (size_t i = 1; i < many.size(); ++i) RunAll(*d->engine, {many[i]}, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
+  RequestOptions o;
+  o.max_tokens = 20;
+  o.ignore_eos = true;
+  // 30 blocks of prompt and 2 of output: with the 12 to load and the headroom, past 64 slots.
+  const uint64_t running = d->engine->Add(Prompt(480, 7), o).value_or(0);
+  ASSERT_TRUE(d->engine->Step().ok());  // its prefill
+  o.max_tokens = 4;
+  const uint64_t again = d->engine->Add(many[0], o).value_or(0);
+  int tokens = 0;  // the running one's; a step may also wait for kvtierd to make room
+  for (int i = 0; i < 2000 && tokens < 5; ++i) {
+    auto step = d->engine->Step();
+    ASSERT_TRUE(step.ok()) << step.status();
+    for (const auto& t : step->tokens) EXPECT_EQ(t.id, running);
+    tokens += static_cast<int>(step->tokens.size());
+    if (step->waiting_for_room) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(tokens, 5);
+  EXPECT_EQ(d->blocks->stats().loads, 0);
+  EXPECT_GE(d->blocks->stats().loads_deferred, 1);
+  auto done = d->engine->RunUntilIdle();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(d->blocks->stats().loads, 1);
+  bool seen = false;
+  for (const RequestOutput& r : *done) {
+    EXPECT_EQ(r.preemptions, 0) << "request " << r.id;
+    if (r.id != again) continue;
+    seen = true;
+    EXPECT_EQ(r.tokens, first[0].tokens);
+    EXPECT_GT(r.prompt_cached_from[2] + r.prompt_cached_from[3], 0) << "its prefix was cached";
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
+}
+
 TEST_F(DaemonEngineTest, WrongSlotSizeNamesTheFlagToUse) {
   auto model = CpuModel::Load(kModel);
   ASSERT_TRUE(model.ok()) << model.status();

@@ -646,6 +646,10 @@ TEST_F(ServeTest, WithADaemonARepeatedPromptIsCountedAsServedFromT1) {
   EXPECT_EQ(source("t2"), 0) << metrics;
   EXPECT_EQ(source("computed"), prompt_tokens[0] + prompt_tokens[1] - cached[1]) << metrics;
   EXPECT_EQ(Metric(metrics, "kvtier_serve_preemptions_total"), 0) << metrics;
+  // Two prefills and a decode at least, each a step that ran the model.
+  EXPECT_GE(Metric(metrics, "kvtier_serve_engine_steps_total{kind=\"ran\"}"), 3) << metrics;
+  EXPECT_GT(Metric(metrics, "kvtier_serve_engine_seconds_total{part=\"forward\"}"), 0) << metrics;
+  EXPECT_GT(Metric(metrics, "kvtier_serve_engine_seconds_total{part=\"schedule\"}"), 0) << metrics;
   EXPECT_EQ(server.Stop(), 0) << server.output();
 }
 

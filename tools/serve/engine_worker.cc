@@ -115,8 +115,19 @@ void EngineWorker::StepOnce() {
   metrics_.SetQueues(engine_->scheduler().num_running(), engine_->scheduler().num_waiting());
   for (const engine::StepOutput::Token& t : out->tokens) OnToken(t.id, t.token);
   for (const engine::RequestOutput& r : out->finished) OnFinished(r);
+  ServeMetrics::StepTimes times{.schedule_ms = out->times.schedule_ms,
+                                .forward_ms = out->times.forward_ms,
+                                .update_ms = out->times.update_ms,
+                                .waited = out->waiting_for_room};
   // kvtierd's tier had no room for anything this step (--daemon): let it evict, then step again.
-  if (out->waiting_for_room) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (out->waiting_for_room) {
+    const auto before = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    times.room_wait_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - before)
+            .count();
+  }
+  metrics_.OnStep(times);
 }
 
 void EngineWorker::OnToken(uint64_t id, int32_t token) {

@@ -86,6 +86,21 @@ ServeMetrics::ServeMetrics() : registry_(std::make_shared<prometheus::Registry>(
                        .Register(r);
   for (int i = 0; i < kNumOutcomes; ++i)
     outcomes_[i] = &outcomes.Add({{"outcome", kOutcomeNames[i]}});
+  auto& steps = prometheus::BuildCounter()
+                    .Name("kvtier_serve_engine_steps_total")
+                    .Help("Engine steps that ran a batch (ran) or found no room and slept (waited)")
+                    .Register(r);
+  steps_ran_ = &steps.Add({{"kind", "ran"}});
+  steps_waited_ = &steps.Add({{"kind", "waited"}});
+  auto& seconds = prometheus::BuildCounter()
+                      .Name("kvtier_serve_engine_seconds_total")
+                      .Help(
+                          "The engine thread's host time by part: scheduling (kvtierd lookups, "
+                          "leases), the model's forward, the update (publishing filled blocks), "
+                          "and sleeps waiting for room")
+                      .Register(r);
+  constexpr const char* kParts[4] = {"schedule", "forward", "update", "room_wait"};
+  for (int i = 0; i < 4; ++i) step_seconds_[i] = &seconds.Add({{"part", kParts[i]}});
 }
 
 ServeMetrics::~ServeMetrics() = default;
@@ -110,6 +125,12 @@ void ServeMetrics::OnRequestDone(Outcome outcome, const RequestTokens& tokens) {
   prompt_computed_->Increment(static_cast<double>(std::max<int64_t>(tokens.prompt - cached, 0)));
   generation_tokens_->Increment(static_cast<double>(tokens.completion));
   preemptions_->Increment(tokens.preemptions);
+}
+
+void ServeMetrics::OnStep(const StepTimes& t) {
+  (t.waited ? steps_waited_ : steps_ran_)->Increment();
+  const double ms[4] = {t.schedule_ms, t.forward_ms, t.update_ms, t.room_wait_ms};
+  for (int i = 0; i < 4; ++i) step_seconds_[i]->Increment(std::max(ms[i], 0.0) / 1000);
 }
 
 std::string ServeMetrics::Render() const {

@@ -11,6 +11,13 @@
 //   kvtier_serve_generation_tokens_total
 //   kvtier_serve_preemptions_total              times a running request was preempted
 //   kvtier_serve_requests_total{outcome="stop"|"length"|"cancelled"|"failed"|"rejected"}
+//   kvtier_serve_engine_steps_total{kind="ran"|"waited"}
+//       engine steps that ran a batch, and steps that found no room (kvtierd's tier was full or
+//       the next prefix was still being promoted) and slept before the next
+//   kvtier_serve_engine_seconds_total{part="schedule"|"forward"|"update"|"room_wait"}
+//       the engine thread's host time by part (engine::StepOutput::Times, and the sleeps of the
+//       waited steps): where a serving run's time went, e.g. kvtierd's per-step IPC (schedule,
+//       update) against the model (forward)
 //
 // Thread-safety: every method may be called from any thread (prometheus-cpp's metrics are atomic).
 #pragma once
@@ -53,6 +60,13 @@ class ServeMetrics {
   void SetQueues(size_t running, size_t waiting);
   // A request left the engine (or was refused before reaching it: kRejected, no tokens).
   void OnRequestDone(Outcome outcome, const RequestTokens& tokens);
+  // One engine step: its parts' host times in ms, whether it waited for room, and how long the
+  // worker then slept (ms).
+  struct StepTimes {
+    double schedule_ms = 0, forward_ms = 0, update_ms = 0, room_wait_ms = 0;
+    bool waited = false;
+  };
+  void OnStep(const StepTimes& times);
 
   // The text exposition format.
   std::string Render() const;
@@ -68,6 +82,9 @@ class ServeMetrics {
   prometheus::Counter* generation_tokens_;
   prometheus::Counter* preemptions_;
   prometheus::Counter* outcomes_[kNumOutcomes];
+  prometheus::Counter* steps_ran_;
+  prometheus::Counter* steps_waited_;
+  prometheus::Counter* step_seconds_[4];  // schedule, forward, update, room_wait
 };
 
 }  // namespace kvtier::serve
