@@ -12,7 +12,11 @@
 // the store as corrupt); a value the store no longer holds is NotFound too, and one of another
 // size than the record says DataLoss. Read (without a record) is InvalidArgument: this tier has no
 // slots to read. Each runs on one of `threads` worker threads, since store calls block on the
-// network; `done` runs there.
+// network; `done` runs there. A prefix's blocks are so read one GET each, `threads` at a time, not
+// pipelined: for 2 MiB blocks that already reaches the store's own rate with the same parallelism
+// (docs/benchmarks.md "Remote tier: a prefix hit through kvtierd"), deep pipelines of 2 MiB
+// replies measured slower, and one batch would visit a cluster's nodes one after another
+// (ClusterRouter::Execute).
 //
 // Availability. Stats().admitting follows the store's circuit breaker. While it is open, a health
 // thread probes the store every breaker_open_ms (one EXISTS), so the tier comes back by itself
