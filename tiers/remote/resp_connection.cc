@@ -17,6 +17,7 @@ extern "C" {
 #include <charconv>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "common/log.h"
@@ -51,6 +52,17 @@ void Advance(std::vector<iovec>& iov, size_t& first, size_t n) {
     n -= take;
     if (iov[first].iov_len == 0) ++first;
   }
+}
+
+// The length of a bulk string's header line ("$<digits>", as PeekLine returns it) when it is
+// well-formed and at most kMaxBulkBytes.
+std::optional<uint64_t> BulkLength(std::string_view line) {
+  uint64_t len = 0;
+  const char* end = line.data() + line.size();
+  if (line.size() < 2) return std::nullopt;
+  const auto [at, error] = std::from_chars(line.data() + 1, end, len);
+  if (error != std::errc() || at != end || len > kMaxBulkBytes) return std::nullopt;
+  return len;
 }
 
 }  // namespace
@@ -260,22 +272,33 @@ absl::StatusOr<std::string_view> RespConnection::PeekLine(std::string_view comma
 
 absl::StatusOr<RespReply> RespConnection::ReadBulk(std::string_view command, BulkSink& sink) {
   KVTIER_RETURN_IF_ERROR(SendQueued(command));
-  redisReader* r = context_->reader;
-  if (r->ridx != -1) return ReadReply(command);  // hiredis is mid-reply (never, between calls)
+  if (context_->reader->ridx != -1) return ReadReply(command);  // mid-reply (never, between calls)
   KVTIER_ASSIGN_OR_RETURN(const std::string_view line, PeekLine(command));
   if (line.empty() || line == "$-1") return ReadReply(command);  // not a bulk string, or nil
-  uint64_t len = 0;
-  const char* end = line.data() + line.size();
-  const auto [at, error] = std::from_chars(line.data() + 1, end, len);
-  if (line.size() < 2 || error != std::errc() || at != end || len > kMaxBulkBytes) {
+  const std::optional<uint64_t> len = BulkLength(line);
+  if (!len.has_value()) {
     broken_ = true;
     return absl::InternalError(
         fmt::format("remote {}: {}: protocol error: bulk length \"{}\" is not in [0, {}]",
                     endpoint_.Name(), command, StoreText(line.data(), line.size()), kMaxBulkBytes));
   }
-  r->pos += line.size() + 2;
-  // Where the value's bytes go: the sink's memory (at most len bytes of it), then a scratch buffer
-  // for bytes it did not place, then the CRLF after the value.
+  context_->reader->pos += line.size() + 2;
+  char crlf[2] = {0, 0};
+  std::vector<iovec> iov = ValueIovecs(sink, *len, crlf);
+  TakeBuffered(iov);
+  KVTIER_RETURN_IF_ERROR(ReadInto(command, std::move(iov)));
+  if (crlf[0] != '\r' || crlf[1] != '\n') {
+    broken_ = true;
+    return absl::InternalError(
+        fmt::format("remote {}: {}: protocol error: a bulk string of {} bytes not followed by CRLF",
+                    endpoint_.Name(), command, *len));
+  }
+  return RespReply();
+}
+
+// Where a value of `len` bytes goes, in order: the sink's memory (at most len bytes of it), then
+// scratch_ for the bytes it did not place (read and dropped), then the CRLF after it into `crlf`.
+std::vector<iovec> RespConnection::ValueIovecs(BulkSink& sink, size_t len, char* crlf) {
   std::vector<iovec> iov;
   size_t placed = 0;
   for (const iovec& v : sink.Place(len)) {
@@ -289,9 +312,14 @@ absl::StatusOr<RespReply> RespConnection::ReadBulk(std::string_view command, Bul
     iov.push_back(iovec{scratch_.data(), take});
     left -= take;
   }
-  char crlf[2] = {0, 0};
   iov.push_back(iovec{crlf, 2});
-  // What the buffer already holds is copied out; the rest comes straight from the socket.
+  return iov;
+}
+
+// Copies what hiredis's buffer already holds into the front of `iov` (and drops those iovecs or
+// parts of them), and leaves the buffer holding only what comes after.
+void RespConnection::TakeBuffered(std::vector<iovec>& iov) {
+  redisReader* r = context_->reader;
   size_t first = 0;
   while (first < iov.size() && r->pos < r->len) {
     const size_t take = std::min(iov[first].iov_len, r->len - r->pos);
@@ -303,14 +331,6 @@ absl::StatusOr<RespReply> RespConnection::ReadBulk(std::string_view command, Bul
   r->pos = 0;
   r->len = sdslen(r->buf);
   iov.erase(iov.begin(), iov.begin() + static_cast<ptrdiff_t>(first));
-  KVTIER_RETURN_IF_ERROR(ReadInto(command, std::move(iov)));
-  if (crlf[0] != '\r' || crlf[1] != '\n') {
-    broken_ = true;
-    return absl::InternalError(
-        fmt::format("remote {}: {}: protocol error: a bulk string of {} bytes not followed by CRLF",
-                    endpoint_.Name(), command, len));
-  }
-  return RespReply();
 }
 
 // Fills every iovec from the socket, in order: recvmsg with MSG_WAITALL, which sleeps until the

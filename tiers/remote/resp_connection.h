@@ -138,6 +138,8 @@ class RespConnection {
   absl::Status SendQueued(std::string_view command);
   absl::Status FillReader(std::string_view command, size_t max_bytes);
   absl::StatusOr<std::string_view> PeekLine(std::string_view command);
+  std::vector<iovec> ValueIovecs(BulkSink& sink, size_t len, char* crlf);
+  void TakeBuffered(std::vector<iovec>& iov);
   absl::Status ReadInto(std::string_view command, std::vector<iovec> iov);
   absl::Status ReadError(std::string_view command, ssize_t n, int err);
 
