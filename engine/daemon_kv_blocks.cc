@@ -17,6 +17,10 @@ using protocol::BlockResult;
 constexpr size_t kMaxPerCall = 1024;  // the protocol's items per request
 // Slots a load leaves free beyond the growth it counts: a 512-token first chunk of 16-token blocks.
 constexpr int64_t kLoadHeadroom = 32;
+// Steps a lookup's answer is used for before the prefix is looked up again.
+constexpr uint64_t kLookupFreshSteps = 8;
+// Working slots CanTake takes beyond what it is asked, within reserve_max: fewer round trips.
+constexpr int64_t kTopUpSlots = 8;
 
 BlockCode CodeOf(const BlockResult& r) { return static_cast<BlockCode>(r.code); }
 
@@ -185,14 +189,17 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   if (keys == nullptr) return 0;
   const auto wanted = absl::MakeConstSpan(*keys).subspan(0, static_cast<size_t>(limit));
   absl::StatusOr<client::LookupResult> where;
-  if (st.looked.has_value() && st.looked_step == step_) {
-    where = std::move(*st.looked);  // this step's LookAhead asked already
+  if (Fresh(st)) {
+    where = *st.looked;  // a recent answer (LookAhead's, or ours while the prefix waited)
   } else {
     ++stats_.lookups;
     const KvCallTimer timer(stats_, KvCall::kLookup);
     where = client_->Lookup(wanted);
+    if (where.ok()) {
+      st.looked = *where;
+      st.looked_step = step_;
+    }
   }
-  st.looked.reset();
   if (!where.ok()) {
     Fail(where.status());
     return 0;
@@ -208,13 +215,15 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   if (loader_ != nullptr && to_load > 0) {
     if (!RoomToLoad(to_load)) {
       ++stats_.loads_deferred;
-      return kPrefixLoading;  // looked up again next step
+      return kPrefixLoading;  // asked again next step
     }
+    st.looked.reset();
     st.load_from = std::move(from);
     st.load_ticket = loader_->Start(std::vector<BlockKey>(hit.begin(), hit.end()));
     ++stats_.loads;
     return kPrefixLoading;
   }
+  st.looked.reset();
   return LeaseRun(st, hit, from);
 }
 
@@ -276,15 +285,18 @@ int64_t DaemonKvBlocks::LookupLimit(const Sequence& seq) const {
                            static_cast<int64_t>(kMaxPerCall));
 }
 
+bool DaemonKvBlocks::Fresh(const State& st) const {
+  return st.looked.has_value() && step_ - st.looked_step < kLookupFreshSteps;
+}
+
 void DaemonKvBlocks::LookAhead(std::span<Sequence* const> waiting) {
-  ++step_;
   if (!status_.ok()) return;
   // The states first (inserting may move the map's entries), then spans over their keys.
   std::vector<std::pair<Sequence*, int64_t>> asked;  // and the blocks to look up
   for (Sequence* seq : waiting) {
     const State& st = states_[seq->id()];
     const int64_t limit = LookupLimit(*seq);
-    if (st.pending_slots.empty() && st.load_ticket == 0 && limit >= 1) {
+    if (st.pending_slots.empty() && st.load_ticket == 0 && limit >= 1 && !Fresh(st)) {
       asked.emplace_back(seq, limit);
     }
   }
@@ -323,8 +335,10 @@ int64_t DaemonKvBlocks::SlotsToGrow(const Sequence& seq, int64_t end) const {
 
 bool DaemonKvBlocks::CanTake(int64_t slots) {
   while (static_cast<int64_t>(reserve_.size()) < slots && status_.ok()) {
-    const auto want = static_cast<size_t>(
-        std::min<int64_t>(slots - static_cast<int64_t>(reserve_.size()), kMaxPerCall));
+    const int64_t extra =
+        std::clamp<int64_t>(int64_t{options_.reserve_max} - slots, 0, kTopUpSlots);
+    const auto want = static_cast<size_t>(std::min<int64_t>(
+        slots - static_cast<int64_t>(reserve_.size()) + extra, int64_t{kMaxPerCall}));
     absl::StatusOr<std::vector<BlockResult>> took;
     {
       const KvCallTimer timer(stats_, KvCall::kTake);
@@ -382,8 +396,6 @@ void DaemonKvBlocks::Commit(Sequence& seq, int64_t from) {
   State& st = states_[seq.id()];
   const int64_t full = seq.num_computed_tokens() / block_tokens_;
   if (full < 1 || KeysUpTo(seq, st, full) == nullptr) return;
-  std::vector<protocol::WorkPublishItem> items;
-  std::vector<size_t> at;
   for (int64_t i = from / block_tokens_; i < full; ++i) {
     if (st.holds[static_cast<size_t>(i)] != Hold::kWorking) continue;
     const auto slot = static_cast<uint32_t>(seq.block_table()[static_cast<size_t>(i)]);
@@ -392,10 +404,20 @@ void DaemonKvBlocks::Commit(Sequence& seq, int64_t from) {
     if (i > 0) item.parent = st.keys[static_cast<size_t>(i - 1)];
     item.slot = slot;
     item.payload_bytes = static_cast<uint32_t>(slot_bytes_);
-    items.push_back(item);
-    at.push_back(static_cast<size_t>(i));
+    queued_items_.push_back(item);
+    queued_.push_back({.id = seq.id(), .at = static_cast<size_t>(i)});
   }
-  if (items.empty()) return;
+}
+
+void DaemonKvBlocks::EndStep() {
+  ++step_;
+  PublishQueued();
+}
+
+void DaemonKvBlocks::PublishQueued() {
+  if (queued_items_.empty()) return;
+  std::vector<protocol::WorkPublishItem> items = std::exchange(queued_items_, {});
+  const std::vector<Queued> at = std::exchange(queued_, {});
   std::vector<uint32_t> slots(items.size());
   std::vector<uint64_t> sums(items.size());
   for (size_t j = 0; j < items.size(); ++j) slots[j] = items[j].slot;
@@ -414,6 +436,7 @@ void DaemonKvBlocks::Commit(Sequence& seq, int64_t from) {
     absl::StatusOr<std::vector<BlockCode>> codes;
     {
       const KvCallTimer timer(stats_, KvCall::kPublish);
+      ++stats_.publish_calls;
       codes = client_->PublishWorking(options_.tier, absl::MakeConstSpan(items).subspan(begin, n));
     }
     if (!codes.ok()) {
@@ -422,7 +445,8 @@ void DaemonKvBlocks::Commit(Sequence& seq, int64_t from) {
     }
     for (size_t j = 0; j < n; ++j) {
       if ((*codes)[j] == BlockCode::kOk) {
-        st.holds[at[begin + j]] = Hold::kLeased;  // a cached block now, leased to this client
+        // A cached block now, leased to this client.
+        states_.at(at[begin + j].id).holds[at[begin + j].at] = Hold::kLeased;
         ++stats_.published;
       } else if ((*codes)[j] == BlockCode::kAlreadyPresent) {
         ++stats_.already_present;  // stays this sequence's working slot
@@ -440,6 +464,7 @@ absl::Status DaemonKvBlocks::Checksums(std::span<const uint32_t> slots, std::spa
 }
 
 void DaemonKvBlocks::Release(Sequence& seq) {
+  PublishQueued();  // a step's blocks first (the scheduler ends its steps; this is for others)
   auto it = states_.find(seq.id());
   if (it != states_.end()) {
     State& st = it->second;

@@ -18,8 +18,10 @@
 // - New blocks go into working slots (protocol v3 work_take), kept in a reserve: CanTake tops it
 //   up from the daemon (within daemon.max_working_slots), Release returns a sequence's unpublished
 //   slots to it (reserve_max at most; the rest are freed).
-// - Commit publishes each full block the step computed under its key and parent, with its XXH3-64;
-//   the block stays leased to this client while a sequence holds it. A key the daemon caches
+// - Commit queues each full block the step computed; EndStep hashes the step's blocks at once and
+//   publishes them in one call, each under its key and parent with its XXH3-64 (a GPU sync and a
+//   round trip per step, not per sequence); the block stays leased to this client while a sequence
+//   holds it. A key the daemon caches
 //   already stays a working slot of this sequence (its copy is equal; it is reused later).
 // - Preemption is by offload: Release gives the leases back and the daemon may demote the blocks;
 //   the sequence's next admission finds them as a prefix.
@@ -90,6 +92,7 @@ struct DaemonKvBlocksStats {
   int64_t attached_blocks = 0;     // prefix blocks admitted into a sequence
   CachedBySource attached_from{};  // of those, by the tier the lookup found them in (blocks)
   int64_t published = 0;           // working slots published as cached blocks
+  int64_t publish_calls = 0;       // PublishWorking calls (one per step that filled blocks)
   int64_t already_present = 0;     // publishes of a key the daemon had already
   int64_t working_taken = 0;       // working slots taken from the daemon
   int64_t working_freed = 0;       // working slots given back
@@ -143,6 +146,7 @@ class DaemonKvBlocks final : public KvBlocks {
   void Admit(Sequence& seq, int64_t cached, int64_t end) override;
   void Grow(Sequence& seq, int64_t end) override;
   void Commit(Sequence& seq, int64_t from) override;
+  void EndStep() override;
   void Release(Sequence& seq) override;
   absl::Status status() const override { return status_; }
   // The tier's other blocks may be evicted, and other clients may give slots back.
@@ -164,7 +168,10 @@ class DaemonKvBlocks final : public KvBlocks {
     std::vector<Hold> holds;     // per block table entry
     std::vector<uint32_t> pending_slots;    // prefix leased by CachedPrefixBlocks, not admitted
     std::vector<CacheSource> pending_from;  // where the lookup found each of them
-    std::optional<client::LookupResult> looked;  // LookAhead's answer, valid in step looked_step
+    // The last lookup's answer (LookAhead's or CachedPrefixBlocks'), in step looked_step: used
+    // for kLookupFreshSteps steps (a hint; the lease checks again), dropped once a lease or load
+    // starts from it.
+    std::optional<client::LookupResult> looked;
     uint64_t looked_step = 0;
     uint64_t load_ticket = 0;            // the loader's job for the prefix, or 0
     std::vector<CacheSource> load_from;  // where the lookup found each block of that job
@@ -185,9 +192,18 @@ class DaemonKvBlocks final : public KvBlocks {
   int64_t LoadedPrefix(State& st);
   // Whether a load that brings `slots` blocks into the pool should start now (the class comment).
   bool RoomToLoad(int64_t slots) const;
+  // Whether st.looked is recent enough to use (kLookupFreshSteps).
+  bool Fresh(const State& st) const;
+  // Hashes and publishes what Commit queued (EndStep, and Release before it gives slots back).
+  void PublishQueued();
   // Gives back sequence id's leased prefix that no admission took.
   void DropPending(uint64_t id);
   void Fail(const absl::Status& s);
+  // A block queued by Commit: the sequence and its block table index.
+  struct Queued {
+    uint64_t id;
+    size_t at;
+  };
   // XXH3-64 of the slots (options_.checksum, or the CPU over T1).
   absl::Status Checksums(std::span<const uint32_t> slots, std::span<uint64_t> sums);
 
@@ -199,8 +215,10 @@ class DaemonKvBlocks final : public KvBlocks {
   std::vector<uint32_t> reserve_;
   absl::flat_hash_map<uint64_t, State> states_;  // by sequence id
   uint64_t pending_owner_ = 0;                   // the sequence whose prefix is leased, or 0
-  uint64_t step_ = 0;                            // LookAhead calls so far
+  uint64_t step_ = 0;                            // EndStep calls so far
   int64_t growth_reserve_ = 0;                   // SetGrowthReserve's
+  std::vector<protocol::WorkPublishItem> queued_items_;  // Commit's, for EndStep
+  std::vector<Queued> queued_;                           // whose each of them is
   DaemonKvBlocksStats stats_;
   absl::Status status_;
   std::unique_ptr<PrefixLoader> loader_;  // null: prefixes are promoted inline

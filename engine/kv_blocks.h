@@ -68,8 +68,12 @@ class KvBlocks {
   // Appends slots until `seq` can hold `end` tokens. Precondition: CanTake(SlotsToGrow(seq, end)).
   virtual void Grow(Sequence& seq, int64_t end) = 0;
   // Enters into the cache the full blocks of `seq` computed from token `from` on (the start of
-  // the step that computed them).
+  // the step that computed them). An implementation may hold them until EndStep (DaemonKvBlocks
+  // publishes a step's blocks in one call); until then they are this sequence's own.
   virtual void Commit(Sequence& seq, int64_t from) = 0;
+  // The step's Commit calls are done: enter what they held back (the scheduler calls it once per
+  // step, after every Commit and before any Release of the step).
+  virtual void EndStep() {}
   // Drops `seq`'s hold on its slots and whatever a "can I" call prepared for it, and empties its
   // block table; num_computed_tokens becomes 0. For a sequence that holds nothing, only the latter.
   virtual void Release(Sequence& seq) = 0;

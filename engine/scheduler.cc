@@ -98,8 +98,10 @@ void Scheduler::LookAhead(int64_t budget) const {
   if (running_.size() >= static_cast<size_t>(options_.max_running)) return;
   const size_t room = static_cast<size_t>(options_.max_running) - running_.size();
   std::vector<Sequence*> next;
-  for (size_t i = 0; i < waiting_.size() && i < room && i < kLookAhead; ++i) {
+  int64_t tokens = 0;
+  for (size_t i = 0; i < waiting_.size() && i < room && i < kLookAhead && tokens < budget; ++i) {
     next.push_back(waiting_[i].get());
+    tokens += waiting_[i]->num_tokens();
   }
   if (!next.empty()) blocks_.LookAhead(next);
 }
@@ -162,14 +164,16 @@ void Scheduler::PreemptLast() {
 
 void Scheduler::Update(const StepPlan& plan, std::span<const int32_t> sampled) {
   ++stats_.steps;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    chunk.seq->AddComputedTokens(chunk.n);
+    stats_.computed_tokens += chunk.n;
+    blocks_.Commit(*chunk.seq, chunk.start);
+  }
+  blocks_.EndStep();  // the step's blocks entered at once, before a finished sequence releases
   for (size_t c = 0; c < plan.chunks.size(); ++c) {
     const ScheduledChunk& chunk = plan.chunks[c];
     Sequence& seq = *chunk.seq;
-    const bool samples = chunk.samples();  // before the token is appended
-    seq.AddComputedTokens(chunk.n);
-    stats_.computed_tokens += chunk.n;
-    blocks_.Commit(seq, chunk.start);
-    if (!samples) continue;
+    if (!chunk.samples()) continue;
     seq.AppendToken(sampled[c]);
     const FinishReason reason = StopReason(seq, sampled[c]);
     if (reason == FinishReason::kNone) continue;

@@ -130,8 +130,10 @@ class Scheduler {
   // Step 2 for the front of waiting_; false when it does not fit.
   bool AdmitWaiting(int64_t& budget, StepPlan& plan);
   // Moves running_.back() to the front of waiting_, its blocks released.
-  // Tells the KV blocks which waiting sequences this step may admit (at most kLookAhead, no more
-  // than max_running leaves room for), so a daemon looks them up in one round trip.
+  // Tells the KV blocks which waiting sequences this step may admit, so a daemon looks them up in
+  // one round trip: from the front, until their prompts fill the step's token budget (a cached
+  // prefix may let more in; those are looked up one by one), at most kLookAhead and no more than
+  // max_running leaves room for.
   void LookAhead(int64_t budget) const;
   static constexpr size_t kLookAhead = 64;
   // The longest part of an n-token chunk of seq from `start` on that the slots it holds and

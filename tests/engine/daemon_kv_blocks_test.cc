@@ -163,6 +163,9 @@ TEST_F(DaemonKvBlocksTest, TokensEqualAPrivatePoolsAndAnotherEngineHitsThePublis
   // Every full block of prompt and output (but the last token's) was published: 20+12-1 -> 3,
   // 37+12-1 -> 6, 9+12-1 -> 2.
   EXPECT_EQ(blocks_a->stats().published, 11);
+  // A step's blocks go in one call: the first step's 7 (2 + 4 + 1, of three sequences), then
+  // the 4 that decode steps filled, each in a step of its own (tokens 40, 24, 16 and 48).
+  EXPECT_EQ(blocks_a->stats().publish_calls, 5);
   // The three were admitted in the first step, their prefixes looked up in one LookupMany.
   EXPECT_EQ(blocks_a->stats().lookup_batches, 1);
   EXPECT_EQ(blocks_a->stats().lookups, 3);
