@@ -82,6 +82,8 @@ class Server::Impl {
       : options_(options),
         pools_(std::move(pools)),
         access_(AccessOf(pools_)),
+        needs_groups_(std::any_of(access_.begin(), access_.end(),
+                                  [](const PoolAccess& a) { return !a.gids.empty(); })),
         acceptor_(io_),
         accept_timer_(io_),
         guard_(io_.get_executor()) {}
@@ -117,6 +119,7 @@ class Server::Impl {
   const ServerOptions options_;
   const std::vector<ServerPool> pools_;
   const std::vector<PoolAccess> access_;  // pools_[i].access
+  const bool needs_groups_;               // some pool names groups
   asio::io_context io_;
   Local::acceptor acceptor_;
   asio::steady_timer accept_timer_;  // the wait after a failed accept
@@ -251,7 +254,8 @@ void Server::Impl::OnAccepted(Local::socket socket) {
   const int fd = socket.native_handle();
   absl::StatusOr<ucred> cred = protocol::PeerCredentials(fd);
   std::vector<gid_t> groups;
-  if (cred.ok()) groups = GroupsOf(*cred);
+  // The user database is asked only when some pool admits by group (as before pools).
+  if (cred.ok()) groups = needs_groups_ ? GroupsOf(*cred) : std::vector<gid_t>{cred->gid};
   const absl::Status allowed = cred.ok() ? Allowed(*cred, groups) : cred.status();
   if (!allowed.ok()) {
     const std::string why(allowed.message());

@@ -3,8 +3,10 @@
  * before anything is copied or sent, naming the argument, and the client stays usable; a key given
  * twice in one put is written once; kvtier_connect_with's deadline holds against a socket that
  * never answers; a namespace of engine hashes takes engine hashes only; the working-slot calls'
- * arguments are checked before anything is sent. */
+ * arguments are checked before anything is sent; the connect options' pool (ABI 8) reaches the
+ * daemon. */
 #define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS and MAP_NORESERVE under -std=c11 */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +71,7 @@ static void HugeAndEmptyPayloads(kvtier_client* c, const kvtier_key* keys) {
 /* The working-slot calls' arguments (ABI 6) are checked before anything is sent; the default
  * config has no T0, so T0 is refused too. Nothing here reaches the daemon. */
 static void WorkingSlotArguments(kvtier_client* c) {
-  EXPECT(kvtier_abi_version() == KVTIER_C_ABI_VERSION && KVTIER_C_ABI_VERSION == 7);
+  EXPECT(kvtier_abi_version() == KVTIER_C_ABI_VERSION && KVTIER_C_ABI_VERSION == 8);
   kvtier_block_result results[1];
   EXPECT(kvtier_work_take(c, KVTIER_TIER_T2, 1, results) == 3 && Mentions("tier is 2"));
   EXPECT(kvtier_t0_slots(c) == 0);
@@ -128,6 +130,20 @@ static void ConnectOptions(const char* socket_path, const kvtier_namespace* ns) 
   EXPECT(kvtier_connect_with(socket_path, ns, "c-args", &o, &c) == 3 && Mentions("struct_bytes"));
   o = Options(7, 200);
   EXPECT(kvtier_connect_with(socket_path, ns, "c-args", &o, &c) == 3 && Mentions("key_source"));
+  /* ABI 8's pool: the daemon's one pool is "default"; another is refused by the daemon (code 7,
+   * permission denied, naming it). A caller of version 5's struct (no pool) names none. */
+  o = Options(KVTIER_KEY_SOURCE_TOKENS, 0);
+  o.pool = "default";
+  EXPECT(kvtier_connect_with(socket_path, ns, "c-args", &o, &c) == 0 && c != NULL);
+  kvtier_close(c);
+  c = NULL;
+  o.pool = "tenant-b";
+  EXPECT(kvtier_connect_with(socket_path, ns, "c-args", &o, &c) == 7 &&
+         Mentions("memory pool 'tenant-b'"));
+  o.struct_bytes = (uint32_t)offsetof(kvtier_connect_options, pool);
+  EXPECT(kvtier_connect_with(socket_path, ns, "c-args", &o, &c) == 0 && c != NULL);
+  kvtier_close(c);
+  c = NULL;
 
   char silent[256];
   const int fd = SilentSocket(socket_path, silent, sizeof(silent));
