@@ -156,9 +156,8 @@ absl::StatusOr<SlotId> Mover::AllocateIn(int r) {
   bool freed = false;
   {
     absl::MutexLock lock(&mu_);
-    std::optional<BlockId> victim = ladder_->Choose(r, [&](BlockId id) {
-      std::optional<BlockInfo> info = index_.FindById(id);
-      return info && info->leases == 0 && (!below_admits || ladder_->HasCopyBelow(r, info->tiers));
+    std::optional<BlockId> victim = ChooseUnleasedLocked(r, [&](const BlockInfo& info) {
+      return !below_admits || ladder_->HasCopyBelow(r, info.tiers);
     });
     if (victim) {
       if (std::optional<BlockInfo> info = index_.FindById(*victim)) {
@@ -326,6 +325,7 @@ TierManagerStats Mover::Stats() const {
   s.gets_missing = gets_missing_.load(std::memory_order_relaxed);
   s.integrity_drops = integrity_drops_.load(std::memory_order_relaxed);
   s.recovered_blocks = recovered_blocks_.load(std::memory_order_relaxed);
+  s.eviction_candidates = eviction_candidates_.load(std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   s.moves_in_flight = moves_.size();
   for (int r = 0; r < kNumTiers; ++r) s.tiers[static_cast<size_t>(r)] = ladder_->counters(r);

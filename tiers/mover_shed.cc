@@ -133,6 +133,25 @@ void Mover::FinishWriteThroughLocked(const MoveKey& id, Move& move, const absl::
   }
 }
 
+std::optional<BlockId> Mover::ChooseUnleasedLocked(int r,
+                                                   absl::FunctionRef<bool(const BlockInfo&)> also) {
+  passed_over_.clear();
+  uint64_t looked = 0;
+  std::optional<BlockId> victim = ladder_->Choose(r, [&](BlockId id) {
+    ++looked;
+    std::optional<BlockInfo> info = index_.FindById(id);
+    if (!info) return false;
+    if (info->leases > 0) {
+      passed_over_.push_back(id);
+      return false;
+    }
+    return also(*info);
+  });
+  for (BlockId id : passed_over_) ladder_->Touch(r, id);  // after: Choose may not be re-entered
+  eviction_candidates_.fetch_add(looked, std::memory_order_relaxed);
+  return victim;
+}
+
 bool Mover::ShedOnce(int r) {
   int below;
   {
@@ -143,10 +162,7 @@ bool Mover::ShedOnce(int r) {
   std::optional<MoveKey> down;
   {
     absl::MutexLock lock(&mu_);
-    std::optional<BlockId> victim = ladder_->Choose(r, [&](BlockId id) {
-      std::optional<BlockInfo> info = index_.FindById(id);
-      return info && info->leases == 0;
-    });
+    std::optional<BlockId> victim = ChooseUnleasedLocked(r, [](const BlockInfo&) { return true; });
     if (!victim) return false;
     std::optional<BlockInfo> info = index_.FindById(*victim);
     if (!info) return true;

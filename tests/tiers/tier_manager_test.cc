@@ -212,6 +212,30 @@ TEST(TierManagerTest, WatermarksBoundOccupancy) {
   EXPECT_EQ(m->index().Size(), 81u);
 }
 
+// Leased blocks at the front of a full tier's LRU order are looked at once, not by every
+// allocation that passes over them (Mover::ChooseUnleasedLocked): 48 leased at the front of 64
+// slots, then 32 puts. Passing over all 48 for each put looks at 32 * 49 = 1,568 candidates.
+TEST(TierManagerTest, AllocationsIntoAFullTierDoNotRescanItsLeasedBlocks) {
+  TierManagerOptions o = ManagerOptions(64, "", 0);  // no T2: victims are dropped
+  o.t1_policy.low_watermark = 1.0;                   // the evictor sheds as little as it can
+  auto m = Make(o);
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 64; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;
+  for (uint64_t i = 0; i < 48; ++i) ASSERT_TRUE(GetSync(*m, KeyOf(i)).ok()) << i;  // leased
+  for (uint64_t i = 48; i < 64; ++i) ASSERT_TRUE(GetAndVerify(*m, i).ok()) << i;   // used since
+  m->Quiesce();
+  const uint64_t before = m->Stats().eviction_candidates;
+  for (uint64_t i = 64; i < 96; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;
+  m->Quiesce();
+  const uint64_t looked = m->Stats().eviction_candidates - before;
+  EXPECT_GE(looked, 32u);
+  EXPECT_LT(looked, 400u);
+  for (uint64_t i = 0; i < 48; ++i) {
+    EXPECT_TRUE(InTier(*m, i, Tier::kT1)) << "leased block " << i << " was evicted";
+    ASSERT_TRUE(m->Release(KeyOf(i)).ok());
+  }
+}
+
 TEST(TierManagerTest, AFullT1OfLeasedBlocksRefusesPutsUntilReleased) {
   auto m = Make(ManagerOptions(4, "", 0));
   ASSERT_NE(m, nullptr);
