@@ -4,6 +4,8 @@
 // engine cannot take a whole tier from the cache and the other clients.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/checksum.h"
 #include "daemon/metrics.h"
 #include "daemon/service.h"
@@ -37,48 +39,51 @@ std::vector<SlotResult> Service::WorkTake(Session& session, Tier tier, uint32_t 
   const uint32_t slot_bytes = tier == Tier::kT0 && tiers_.t0() != nullptr
                                   ? tiers_.t0()->slot_bytes()
                                   : tiers_.t1().slot_bytes();
-  for (SlotResult& r : out) {
-    {
-      absl::MutexLock lock(&session.mu_);
-      if (session.closed_) {
-        r.code = BlockCode::kMissing;
-        continue;
-      }
-      if (session.working_[0].size() + session.working_[1].size() >= options_.max_working_slots) {
-        r.code = BlockCode::kOverQuota;
-        work_over_quota_.fetch_add(1, std::memory_order_relaxed);
-        if (metrics_ != nullptr) metrics_->OnWorkingSlots(WorkOp::kOverQuota, 1);
-        continue;
-      }
+  size_t room = 0;  // under the quota now
+  {
+    absl::MutexLock lock(&session.mu_);
+    if (session.closed_) {
+      for (SlotResult& r : out) r.code = BlockCode::kMissing;
+      return out;
     }
-    // Allocated outside the session's lock (it may shed a clean block); counted against the
-    // quota once recorded. Two takes of one session racing may each pass the check above: the
-    // quota is re-checked when the slot is recorded.
-    absl::StatusOr<SlotId> slot = tiers_.AllocateForPut(tier);
-    if (!slot.ok()) {
-      r.code = slot.status().code() == absl::StatusCode::kResourceExhausted ? BlockCode::kRetryLater
-                                                                            : BlockCode::kFailed;
-      continue;
-    }
-    bool kept = false;
-    {
-      absl::MutexLock lock(&session.mu_);
+    const size_t held = session.working_[0].size() + session.working_[1].size();
+    room = held < options_.max_working_slots ? options_.max_working_slots - held : 0;
+  }
+  // All at once, outside the session's lock (it may shed clean blocks): one hold of the mover's
+  // lock for the victims instead of two per slot. Two takes of one session racing may each pass
+  // the check above: the quota is checked again as the slots are recorded.
+  const size_t want = std::min<size_t>(count, room);
+  TierManager::Allocation got = tiers_.AllocateManyForPut(tier, want);
+  size_t kept = 0, over = 0;
+  {
+    absl::MutexLock lock(&session.mu_);
+    for (SlotId slot : got.slots) {
       const size_t held = session.working_[0].size() + session.working_[1].size();
-      if (!session.closed_ && held < options_.max_working_slots) {
-        kept = session.working_[WorkIndex(tier)].insert(*slot).second;
+      if (!session.closed_ && held < options_.max_working_slots &&
+          session.working_[WorkIndex(tier)].insert(slot).second) {
+        out[kept++] = SlotResult{BlockCode::kOk, slot, slot_bytes};
+      } else {
+        (void)tiers_.AbortPut(slot, tier);
+        ++over;
       }
     }
-    if (!kept) {
-      (void)tiers_.AbortPut(*slot, tier);
-      r.code = BlockCode::kOverQuota;
-      work_over_quota_.fetch_add(1, std::memory_order_relaxed);
-      if (metrics_ != nullptr) metrics_->OnWorkingSlots(WorkOp::kOverQuota, 1);
-      continue;
-    }
-    working_slots_.fetch_add(1, std::memory_order_relaxed);
-    work_taken_.fetch_add(1, std::memory_order_relaxed);
-    if (metrics_ != nullptr) metrics_->OnWorkingSlots(WorkOp::kTake, 1);
-    r = SlotResult{BlockCode::kOk, *slot, slot_bytes};
+  }
+  const BlockCode short_code = got.status.code() == absl::StatusCode::kResourceExhausted
+                                   ? BlockCode::kRetryLater
+                                   : BlockCode::kFailed;
+  // After the kept slots: those the quota refused as they were recorded, those the tier could not
+  // give now, and those past the quota from the start.
+  const size_t got_n = got.slots.size();
+  for (size_t i = kept; i < out.size(); ++i) {
+    out[i].code = i >= got_n && i < want ? short_code : BlockCode::kOverQuota;
+  }
+  const size_t over_quota = over + (count - want);
+  work_over_quota_.fetch_add(over_quota, std::memory_order_relaxed);
+  working_slots_.fetch_add(kept, std::memory_order_relaxed);
+  work_taken_.fetch_add(kept, std::memory_order_relaxed);
+  if (metrics_ != nullptr) {
+    if (over_quota > 0) metrics_->OnWorkingSlots(WorkOp::kOverQuota, over_quota);
+    if (kept > 0) metrics_->OnWorkingSlots(WorkOp::kTake, kept);
   }
   return out;
 }

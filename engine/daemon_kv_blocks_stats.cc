@@ -16,14 +16,15 @@ KvCallTimer::~KvCallTimer() {
 }
 
 std::string FormatStats(const DaemonKvBlocksStats& s) {
-  constexpr const char* kNames[kKvCalls] = {"lookup", "lease",    "release",  "take",
+  constexpr const char* kNames[kKvCalls] = {"lookup", "lease",   "release",  "take",
                                             "free",   "publish", "checksum", "keys"};
   std::string ms;
   for (size_t i = 0; i < kKvCalls; ++i) {
     ms += fmt::format("{}{} {:.1f}", i == 0 ? "" : ", ", kNames[i], s.call_ms[i]);
   }
   return fmt::format(
-      "lookups {} in {} batches, loads {} (deferred {}), leased {}, attached {}, published {} in {} calls "
+      "lookups {} in {} batches, loads {} (deferred {}), leased {}, attached {}, published {} in "
+      "{} calls "
       "(already present {}), working taken {} freed {}; ms in calls: {}",
       s.lookups, s.lookup_batches, s.loads, s.loads_deferred, s.leased_blocks, s.attached_blocks,
       s.published, s.publish_calls, s.already_present, s.working_taken, s.working_freed, ms);

@@ -143,6 +143,17 @@ absl::StatusOr<SlotId> Mover::AllocateIn(int r) {
     return slot;
   }
   if (slot.status().code() != absl::StatusCode::kResourceExhausted) return slot;
+  if (FreeVictims(r, 1) > 0) slot = Storage(r)->Allocate();
+  if (slot.ok()) return slot;
+  return FullError(r);
+}
+
+absl::Status Mover::FullError(int r) const {
+  return absl::ResourceExhaustedError(fmt::format(
+      "{} is full: every block is leased or on its way down; retry shortly", TierName(TierOf(r))));
+}
+
+size_t Mover::FreeVictims(int r, size_t want) {
   int below;
   {
     absl::MutexLock lock(&mu_);
@@ -151,27 +162,54 @@ absl::StatusOr<SlotId> Mover::AllocateIn(int r) {
     cv_.SignalAll();
     below = ladder_->Below(r);
   }
-  // Full: make room now if a block can leave without a move (a copy below, or nowhere to go).
-  const bool below_admits = Admitting(below);
-  bool freed = false;
-  {
-    absl::MutexLock lock(&mu_);
+  // Full: make room now where a block can leave without a move (a copy below, or nowhere to go).
+  const bool below_admits = Admitting(below);  // outside mu_: T2 takes its own lock
+  size_t freed = 0;
+  absl::MutexLock lock(&mu_);
+  // A victim a lease pinned after it was chosen goes back into the policy; a few more tries
+  // each, not a walk around the whole rung.
+  for (size_t tries = 0; freed < want && tries < 2 * want + 2; ++tries) {
     std::optional<BlockId> victim = ChooseUnleasedLocked(r, [&](const BlockInfo& info) {
       return !below_admits || ladder_->HasCopyBelow(r, info.tiers);
     });
-    if (victim) {
-      if (std::optional<BlockInfo> info = index_.FindById(*victim)) {
-        const VictimFate fate = ladder_->FateOf(r, info->tiers, info->key.lo, below_admits);
-        // kMoveDown cannot happen here (only clean victims when the rung below admits).
-        freed = fate != VictimFate::kMoveDown &&
-                LeaveLocked(r, *info, /*dropped=*/fate == VictimFate::kDrop);
-      }
+    if (!victim) break;
+    std::optional<BlockInfo> info = index_.FindById(*victim);
+    if (!info) continue;
+    const VictimFate fate = ladder_->FateOf(r, info->tiers, info->key.lo, below_admits);
+    // kMoveDown cannot happen here (only clean victims when the rung below admits).
+    if (fate != VictimFate::kMoveDown && LeaveLocked(r, *info, fate == VictimFate::kDrop)) ++freed;
+  }
+  return freed;
+}
+
+absl::Status Mover::AllocateManyForPut(Tier tier, size_t count, std::vector<SlotId>& out) {
+  KVTIER_ASSIGN_OR_RETURN(const int r, PutRung(tier, "put_begin"));
+  const size_t goal = out.size() + count;
+  absl::Status why;
+  while (out.size() < goal) {
+    absl::StatusOr<SlotId> slot = Storage(r)->Allocate();
+    if (!slot.ok()) {
+      why = slot.status();
+      break;
+    }
+    out.push_back(*slot);
+  }
+  if (out.size() < goal && why.code() == absl::StatusCode::kResourceExhausted) {
+    for (size_t n = FreeVictims(r, goal - out.size()); n > 0 && out.size() < goal; --n) {
+      absl::StatusOr<SlotId> slot = Storage(r)->Allocate();
+      if (!slot.ok()) break;  // taken by another writer meanwhile
+      out.push_back(*slot);
+    }
+    if (out.size() < goal) {
+      why = FullError(r);
+      puts_refused_full_.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  if (freed) slot = Storage(r)->Allocate();
-  if (slot.ok()) return slot;
-  return absl::ResourceExhaustedError(fmt::format(
-      "{} is full: every block is leased or on its way down; retry shortly", TierName(TierOf(r))));
+  if (out.size() == goal) {
+    KickIfAboveHigh(r);
+    return absl::OkStatus();
+  }
+  return why;
 }
 
 absl::StatusOr<int> Mover::PutRung(Tier tier, std::string_view op) const {

@@ -138,6 +138,9 @@ class Mover {
 
   // TierManager's operations; contracts in tier_manager.h.
   absl::StatusOr<SlotId> AllocateForPut(Tier tier);
+  // TierManager::AllocateManyForPut: appends up to `count` slots to `out`; the status says why
+  // fewer came.
+  absl::Status AllocateManyForPut(Tier tier, size_t count, std::vector<SlotId>& out);
   absl::Status AbortPut(Tier tier, SlotId slot);
   absl::StatusOr<CommitOutcome> Commit(const PutCommit& put, SlotId slot);
   void CountPutAlreadyPresent() { puts_already_present_.fetch_add(1, std::memory_order_relaxed); }
@@ -189,6 +192,11 @@ class Mover {
   // A free slot in rung `r`, making room at once when a block can leave it without a move (a
   // clean victim, or any when no rung below admits); else ResourceExhausted, evictor woken.
   absl::StatusOr<SlotId> AllocateIn(int r) ABSL_LOCKS_EXCLUDED(mu_);
+  // Frees up to `want` slots of the full rung r at once (victims that can leave without a move),
+  // under one hold of mu_; returns how many it freed.
+  size_t FreeVictims(int r, size_t want) ABSL_LOCKS_EXCLUDED(mu_);
+  // The ResourceExhausted of a full rung r whose blocks could not leave at once.
+  absl::Status FullError(int r) const;
   // The policy's next victim in rung r among unleased blocks for which `also` holds. The leased
   // blocks it passed over are touched afterwards (a lease is a use), so the next choice does not
   // look at them again: a running engine's prefix stays leased for seconds and drifts to the LRU

@@ -115,6 +115,12 @@ absl::StatusOr<SlotId> TierManager::AllocateForPut(Tier tier) {
   return state_->AllocateForPut(tier);
 }
 
+TierManager::Allocation TierManager::AllocateManyForPut(Tier tier, size_t count) {
+  Allocation out;
+  out.status = state_->AllocateManyForPut(tier, count, out.slots);
+  return out;
+}
+
 absl::Status TierManager::AbortPut(SlotId slot, Tier tier) { return state_->AbortPut(tier, slot); }
 
 absl::StatusOr<CommitOutcome> TierManager::CommitPut(const PutCommit& put, SlotId slot) {

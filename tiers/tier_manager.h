@@ -89,6 +89,16 @@ class TierManager {
   // leased) the answer is ResourceExhausted, the evictor has been woken, and the caller retries
   // later. InvalidArgument for T2, FailedPrecondition for T0 without a T0.
   absl::StatusOr<SlotId> AllocateForPut(Tier tier = Tier::kT1);
+  // Up to `count` slots as AllocateForPut hands them out, choosing the victims a full tier must
+  // give up under one hold of the mover's lock rather than two per slot (a working-slot take of
+  // many slots into a full T0, against the mover's own work). `slots` holds what could be had
+  // now; `status` is OK when all `count` came, else AllocateForPut's error for the first that did
+  // not (ResourceExhausted: retry later).
+  struct Allocation {
+    std::vector<SlotId> slots;
+    absl::Status status;
+  };
+  Allocation AllocateManyForPut(Tier tier, size_t count);
   // Gives back a slot from AllocateForPut that will not be committed. Errors as AllocateForPut's,
   // and InvalidArgument for a slot out of range.
   absl::Status AbortPut(SlotId slot, Tier tier = Tier::kT1);

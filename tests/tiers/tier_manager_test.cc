@@ -236,6 +236,27 @@ TEST(TierManagerTest, AllocationsIntoAFullTierDoNotRescanItsLeasedBlocks) {
   }
 }
 
+// Many slots of a full tier at once: unleased victims leave for them, leased ones stay, and what
+// could not be had is said (ResourceExhausted: retry).
+TEST(TierManagerTest, AllocatingManySlotsFreesVictimsAndStopsAtTheLeasedOnes) {
+  auto m = Make(ManagerOptions(8, "", 0));  // no T2: victims are dropped
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(Put(*m, i).ok()) << i;
+  for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(GetSync(*m, KeyOf(i)).ok()) << i;  // leased
+  m->Quiesce();
+  TierManager::Allocation two = m->AllocateManyForPut(Tier::kT1, 2);
+  EXPECT_TRUE(two.status.ok()) << two.status;
+  EXPECT_EQ(two.slots.size(), 2u);
+  TierManager::Allocation more = m->AllocateManyForPut(Tier::kT1, 4);
+  EXPECT_EQ(more.status.code(), absl::StatusCode::kResourceExhausted) << more.status;
+  EXPECT_EQ(more.slots.size(), 1u);  // the third unleased block's slot; the leased stay
+  for (uint64_t i = 0; i < 5; ++i) EXPECT_TRUE(InTier(*m, i, Tier::kT1)) << i;
+  for (SlotId s : two.slots) EXPECT_TRUE(m->AbortPut(s).ok());
+  for (SlotId s : more.slots) EXPECT_TRUE(m->AbortPut(s).ok());
+  for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(m->Release(KeyOf(i)).ok());
+  EXPECT_EQ(m->AllocateManyForPut(Tier::kT2, 1).status.code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(TierManagerTest, AFullT1OfLeasedBlocksRefusesPutsUntilReleased) {
   auto m = Make(ManagerOptions(4, "", 0));
   ASSERT_NE(m, nullptr);
