@@ -126,8 +126,12 @@ absl::Status BuildMetrics(Daemon::Parts& p, const std::vector<PoolPlan>& plans) 
     if (plan.remote) tiers |= TierBit(Tier::kT3);
   }
   const MetricsHttpOptions http{p.config.metrics.threads, p.config.metrics.request_timeout_ms};
-  KVTIER_ASSIGN_OR_RETURN(p.metrics,
-                          DaemonMetrics::Create(p.config.metrics.listen_address, tiers, http));
+  std::vector<std::string> pools;  // labels of the request-path series; none for one [pool]
+  for (const PoolPlan& plan : plans) {
+    if (plan.pool_scoped_keys) pools.push_back(plan.name);
+  }
+  KVTIER_ASSIGN_OR_RETURN(
+      p.metrics, DaemonMetrics::Create(p.config.metrics.listen_address, tiers, http, pools));
   return absl::OkStatus();
 }
 
@@ -163,7 +167,8 @@ absl::Status BuildPool(Daemon::Parts& p, const PoolPlan& plan) {
                store.key_prefix);
   }
   if (p.metrics) {
-    DaemonMetrics* metrics = p.metrics.get();  // outlives the tiers (Parts' member order)
+    // Outlives the tiers (Parts' member order); this pool's series (p.pools.size() is its index).
+    DaemonMetrics* metrics = p.metrics->ForPool(p.pools.size());
     options.on_move = [metrics](const TierMove& move, double seconds) {
       metrics->ObserveTierMove(move, seconds);
     };
@@ -199,10 +204,12 @@ absl::Status BuildServices(Daemon::Parts& p) {
   service_options.verify_puts = p.config.daemon.verify_puts;
   service_options.verify_threads = p.config.daemon.verify_threads;
   service_options.max_working_slots = p.config.daemon.max_working_slots;
-  for (const PoolTiers& pool : p.pools) {
+  for (size_t i = 0; i < p.pools.size(); ++i) {
+    const PoolTiers& pool = p.pools[i];
     service_options.pool_scope = pool.named ? pool.name : "";
-    p.services.push_back(std::make_unique<Service>(*pool.tiers, *p.scope, p.recorder.get(),
-                                                   p.metrics.get(), service_options));
+    DaemonMetrics* metrics = p.metrics ? p.metrics->ForPool(i) : nullptr;
+    p.services.push_back(std::make_unique<Service>(*pool.tiers, *p.scope, p.recorder.get(), metrics,
+                                                   service_options));
   }
   const ServerOptions options = ServerOptionsOf(p.config);
   if (p.config.pools.empty()) {

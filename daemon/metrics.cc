@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <exception>
+#include <map>
 #include <numeric>
 #include <sstream>
 
@@ -58,6 +59,13 @@ Family<Counter>& CounterFamily(prometheus::Registry& r, const char* name, const 
 }
 Family<Gauge>& GaugeFamily(prometheus::Registry& r, const char* name, const char* help) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(r);
+}
+
+// `base` and `more` in one label set.
+std::map<std::string, std::string> With(std::map<std::string, std::string> base,
+                                        const std::map<std::string, std::string>& more) {
+  base.insert(more.begin(), more.end());
+  return base;
 }
 
 // "host:port" with a numeric port; civetweb parses the rest and bind() judges the host.
@@ -121,41 +129,59 @@ std::vector<std::string> MetricFamilyNames() {
           "kvtier_recovered_blocks", "kvtier_tier_ready_fraction"};
 }
 
-DaemonMetrics::DaemonMetrics(TierMask tiers)
+DaemonMetrics::DaemonMetrics(TierMask tiers, const std::vector<std::string>& pools)
     : registry_(std::make_shared<prometheus::Registry>()),
       collector_(std::make_shared<internal::MetricsCollector>(registry_)) {
   GaugeFamily(*registry_, "kvtier_build_info", "Always 1; labels say which kvtier this is.")
       .Add({{"version", KVTIER_VERSION}})
       .Set(1);
-  RegisterLookupMetrics(*registry_);
-  RegisterTransferMetrics(*registry_, tiers);
+  if (pools.empty()) {
+    RegisterLookupMetrics(*registry_, {});
+    RegisterTransferMetrics(*registry_, tiers, {});
+  }
+  for (const std::string& pool : pools) {
+    pools_.push_back(std::unique_ptr<DaemonMetrics>(
+        new DaemonMetrics(tiers, registry_, Labels{{"pool", pool}})));
+  }
 }
 
-void DaemonMetrics::RegisterLookupMetrics(prometheus::Registry& r) {
-  lookups_ = &CounterFamily(r, "kvtier_lookups_total", "Lookup requests.").Add({});
+DaemonMetrics::DaemonMetrics(TierMask tiers, std::shared_ptr<prometheus::Registry> registry,
+                             const Labels& base)
+    : registry_(std::move(registry)) {
+  RegisterLookupMetrics(*registry_, base);
+  RegisterTransferMetrics(*registry_, tiers, base);
+}
+
+DaemonMetrics* DaemonMetrics::ForPool(size_t pool) {
+  return pools_.empty() ? this : pools_.at(pool).get();
+}
+
+void DaemonMetrics::RegisterLookupMetrics(prometheus::Registry& r, const Labels& base) {
+  lookups_ = &CounterFamily(r, "kvtier_lookups_total", "Lookup requests.").Add(base);
   auto& blocks = CounterFamily(r, "kvtier_lookup_blocks_total",
                                "Block keys looked up, by result (hit: in the found prefix).");
-  lookup_hit_blocks_ = &blocks.Add({{"result", "hit"}});
-  lookup_miss_blocks_ = &blocks.Add({{"result", "miss"}});
+  lookup_hit_blocks_ = &blocks.Add(With(base, {{"result", "hit"}}));
+  lookup_miss_blocks_ = &blocks.Add(With(base, {{"result", "miss"}}));
   auto& hit_blocks = CounterFamily(r, "kvtier_hit_blocks_total",
                                    "Blocks lookups found, by the tier the answer named.");
   auto& hit_tokens =
       CounterFamily(r, "kvtier_hit_tokens_total", "Tokens of the blocks lookups found, by tier.");
   for (size_t t = 0; t < kNumTiers; ++t) {
     const std::string tier(TierName(static_cast<Tier>(t)));
-    hit_blocks_[t] = &hit_blocks.Add({{"tier", tier}});
-    hit_tokens_[t] = &hit_tokens.Add({{"tier", tier}});
+    hit_blocks_[t] = &hit_blocks.Add(With(base, {{"tier", tier}}));
+    hit_tokens_[t] = &hit_tokens.Add(With(base, {{"tier", tier}}));
   }
   miss_tokens_ = &CounterFamily(r, "kvtier_miss_tokens_total",
                                 "Tokens of looked-up blocks not found (prefill to compute).")
-                      .Add({});
+                      .Add(base);
 }
 
-void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r, TierMask tiers) {
+void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r, TierMask tiers,
+                                            const Labels& base) {
   auto& moved = CounterFamily(r, "kvtier_moved_bytes_total",
                               "Payload bytes moved between tiers and clients, by direction.");
   for (size_t d = 0; d < kNumCopyDirections; ++d) {
-    copied_bytes_[d] = &moved.Add({{"direction", kCopyDirectionNames[d]}});
+    copied_bytes_[d] = &moved.Add(With(base, {{"direction", kCopyDirectionNames[d]}}));
   }
   auto& seconds =
       prometheus::BuildHistogram()
@@ -165,32 +191,37 @@ void DaemonMetrics::RegisterTransferMetrics(prometheus::Registry& r, TierMask ti
               "promote, demote; by direction).")
           .Register(r);
   for (size_t op = 0; op < kNumTransferOps; ++op) {
-    transfer_seconds_[op] = &seconds.Add({{"op", kTransferOpNames[op]}}, TransferSecondsBuckets());
+    transfer_seconds_[op] =
+        &seconds.Add(With(base, {{"op", kTransferOpNames[op]}}), TransferSecondsBuckets());
   }
   for (size_t i = 0; i < kNumTierMoves; ++i) {
     const TierMoveSeries& m = kTierMoveSeries[i];
     if ((tiers & TierBit(m.from)) == 0 || (tiers & TierBit(m.to)) == 0) continue;
-    move_seconds_[i] =
-        &seconds.Add({{"op", m.op}, {"direction", m.direction}}, TransferSecondsBuckets());
+    move_seconds_[i] = &seconds.Add(With(base, {{"op", m.op}, {"direction", m.direction}}),
+                                    TransferSecondsBuckets());
   }
   connected_clients_ =
-      &GaugeFamily(r, "kvtier_connected_clients", "Clients connected now.").Add({});
-  leases_held_ = &GaugeFamily(r, "kvtier_leases_held", "Block leases held by clients now.").Add({});
+      &GaugeFamily(r, "kvtier_connected_clients", "Clients connected now.").Add(base);
+  leases_held_ =
+      &GaugeFamily(r, "kvtier_leases_held", "Block leases held by clients now.").Add(base);
   working_slots_ = &GaugeFamily(r, "kvtier_working_slots",
                                 "Unkeyed working slots (T0 and T1) held by clients now.")
-                        .Add({});
+                        .Add(base);
   auto& ops = CounterFamily(r, "kvtier_working_slot_ops_total",
                             "Working slots taken, published (became cached blocks), freed "
                             "unpublished, and refused because the client held its quota "
                             "(daemon.max_working_slots).");
   constexpr std::array<const char*, kNumWorkOps> kWorkOpNames = {"take", "publish", "free",
                                                                  "over_quota"};
-  for (size_t op = 0; op < kNumWorkOps; ++op) work_ops_[op] = &ops.Add({{"op", kWorkOpNames[op]}});
+  for (size_t op = 0; op < kNumWorkOps; ++op) {
+    work_ops_[op] = &ops.Add(With(base, {{"op", kWorkOpNames[op]}}));
+  }
 }
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create(
-    const std::string& listen_address, TierMask tiers, const MetricsHttpOptions& http) {
-  std::unique_ptr<DaemonMetrics> metrics(new DaemonMetrics(tiers | TierBit(Tier::kT1)));
+    const std::string& listen_address, TierMask tiers, const MetricsHttpOptions& http,
+    const std::vector<std::string>& pools) {
+  std::unique_ptr<DaemonMetrics> metrics(new DaemonMetrics(tiers | TierBit(Tier::kT1), pools));
   if (!listen_address.empty()) KVTIER_RETURN_IF_ERROR(metrics->Serve(listen_address, http));
   return metrics;
 }
@@ -231,10 +262,11 @@ DaemonMetrics::~DaemonMetrics() {
 }
 
 void DaemonMetrics::WatchPools(std::vector<WatchedPool> pools) {
-  collector_->Watch(std::move(pools));
+  if (collector_ != nullptr) collector_->Watch(std::move(pools));  // null: a ForPool object
 }
 
 void DaemonMetrics::WatchTiers(const TierManager* manager, const RemoteTier* remote) {
+  if (collector_ == nullptr) return;
   if (manager == nullptr) return collector_->Watch({});
   collector_->Watch({WatchedPool{"", manager, remote}});
 }
@@ -292,7 +324,7 @@ void DaemonMetrics::OnWorkingSlots(WorkOp op, uint64_t count) {
 
 std::string DaemonMetrics::Render() const {
   std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, collector_->Collect());
+  if (collector_ != nullptr) prometheus::TextSerializer().Serialize(out, collector_->Collect());
   return out.str();
 }
 

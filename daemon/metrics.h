@@ -19,6 +19,10 @@
 // request and taken the answer, or until the request timeout: with civetweb's defaults (2 threads,
 // 30 s) two idle connections made every scrape time out, so both are MetricsHttpOptions.
 //
+// Memory pools. A daemon of several pools (Create's `pools`) has a set of request-path series per
+// pool, labelled {pool="<name>"}, each recorded through its own ForPool object (its service's and
+// its tier manager's), and its tier families labelled the same way (WatchPools).
+//
 // Thread-safety: every method may be called from any thread at any time, concurrently with
 // scrapes. Lifetime: WatchTiers(nullptr) must be called (or the DaemonMetrics destroyed) before
 // the watched TierManager is destroyed.
@@ -26,6 +30,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -115,9 +120,12 @@ class DaemonMetrics {
   // between those only. Errors: InvalidArgument for an address that is not host:port, Unavailable
   // when the address cannot be bound (in use, not a local address); both name the address.
   // `http`: threads > 0 and request_timeout_ms > 0, else InvalidArgument.
-  static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Create(const std::string& listen_address,
-                                                               TierMask tiers = TierBit(Tier::kT1),
-                                                               const MetricsHttpOptions& http = {});
+  // `pools`: a daemon of several memory pools names them here; the request-path series are then
+  // one set per pool, labelled {pool="<name>"}, recorded through ForPool(i) (this object's own
+  // recording calls must not be used then). Empty: one set, no pool label.
+  static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Create(
+      const std::string& listen_address, TierMask tiers = TierBit(Tier::kT1),
+      const MetricsHttpOptions& http = {}, const std::vector<std::string>& pools = {});
   // Stops the HTTP server (waiting for a scrape in progress) before anything it reads goes away.
   ~DaemonMetrics();
   DaemonMetrics(const DaemonMetrics&) = delete;
@@ -126,13 +134,17 @@ class DaemonMetrics {
   // The bound TCP port; 0 when there is no endpoint.
   int listening_port() const { return port_; }
 
+  // Where pool `pool` (an index into Create's `pools`) records its requests: an object of this
+  // class whose recording calls below update that pool's series; valid while this one lives. This
+  // object itself when Create had no pools. Precondition: pool < pools.size() (or 0).
+  DaemonMetrics* ForPool(size_t pool);
+
   // Reads tier and manager counters from `manager` at every scrape from now on; null stops it.
   // Returns after any scrape reading the previous manager has finished.
   // `remote`: the manager's remote tier (T3), whose store's counters the page shows too.
   void WatchTiers(const TierManager* manager, const RemoteTier* remote = nullptr);
   // WatchTiers for a daemon of several pools: each pool's tier families carry {pool="<name>"}
-  // (docs/metrics.md); an empty list stops reading tiers. The request-path families (lookups,
-  // hits, copies, leases, clients) are the daemon's, summed over its pools.
+  // (docs/metrics.md); an empty list stops reading tiers.
   void WatchPools(std::vector<WatchedPool> pools);
 
   // --- Recording, for the op layer. Cheap: atomics, no allocation, no lookups. ---
@@ -154,17 +166,23 @@ class DaemonMetrics {
   // refused over quota.
   void OnWorkingSlots(WorkOp op, uint64_t count);
 
-  // The page Prometheus would get, without HTTP (tests, `kvtier stat`).
+  // The page Prometheus would get, without HTTP (tests, `kvtier stat`); empty from a ForPool
+  // object, whose Watch* calls do nothing either.
   std::string Render() const;
 
  private:
-  explicit DaemonMetrics(TierMask tiers);
-  void RegisterLookupMetrics(prometheus::Registry& r);
-  void RegisterTransferMetrics(prometheus::Registry& r, TierMask tiers);
+  using Labels = std::map<std::string, std::string>;
+  // The page's own object; with `pools`, no request-path series of its own (ForPool's have them).
+  DaemonMetrics(TierMask tiers, const std::vector<std::string>& pools);
+  // One pool's request-path series, in `registry`'s families, each with `base` labels.
+  DaemonMetrics(TierMask tiers, std::shared_ptr<prometheus::Registry> registry, const Labels& base);
+  void RegisterLookupMetrics(prometheus::Registry& r, const Labels& base);
+  void RegisterTransferMetrics(prometheus::Registry& r, TierMask tiers, const Labels& base);
   absl::Status Serve(const std::string& listen_address, const MetricsHttpOptions& http);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<internal::MetricsCollector> collector_;  // registry_ + tier snapshots
+  std::vector<std::unique_ptr<DaemonMetrics>> pools_;      // ForPool's; empty without pools
   std::unique_ptr<prometheus::Exposer> exposer_;           // last member built, first destroyed
   int port_ = 0;
 

@@ -312,8 +312,14 @@ TEST_F(KvtierdPoolsTest, TierMetricsCarryThePoolLabel) {
   ASSERT_TRUE(a.ok());
   auto page = testing::HttpGet(port);
   ASSERT_TRUE(page.ok()) << page.status();
-  // The request-path families are the daemon's: both pools' clients counted.
-  EXPECT_NE(page->find("\nkvtier_connected_clients 2"), std::string::npos) << *page;
+  // The request-path families too: a series per pool.
+  for (const char* pool : {"a", "b"}) {
+    const std::string clients = "kvtier_connected_clients{pool=\"" + std::string(pool) + "\"} 1";
+    EXPECT_NE(page->find(clients), std::string::npos) << clients << "\n" << *page;
+  }
+  const testing::MetricsPage sample(*page);
+  EXPECT_GT(sample.Value("kvtier_moved_bytes_total{direction=\"client_to_t1\",pool=\"b\"}"), 0);
+  EXPECT_EQ(sample.Value("kvtier_moved_bytes_total{direction=\"client_to_t1\",pool=\"a\"}"), 0);
   const std::string capacity = std::to_string(kPoolBytes);
   for (const char* pool : {"a", "b"}) {
     const std::string line =

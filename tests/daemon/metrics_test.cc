@@ -327,5 +327,32 @@ TEST(MetricsTest, FamiliesOfTheSameNameMergeIntoOne) {
   EXPECT_EQ(into[0].metric.size(), 3u);
 }
 
+// A daemon of several memory pools records each pool's requests under its own pool label, and
+// has no unlabelled request series beside them.
+TEST(MetricsTest, EachPoolRecordsItsRequestsUnderItsOwnLabel) {
+  auto m =
+      DaemonMetrics::Create("127.0.0.1:0", TierBit(Tier::kT1) | TierBit(Tier::kT2), {}, {"a", "b"});
+  ASSERT_TRUE(m.ok()) << m.status();
+  DaemonMetrics& metrics = **m;
+  ASSERT_NE(metrics.ForPool(0), metrics.ForPool(1));
+  metrics.ForPool(1)->OnLookup(10, {0, 4, 0, 0}, 16);
+  metrics.ForPool(1)->AddConnectedClients(1);
+  metrics.ForPool(0)->ObserveTierMove({MoveKind::kDemotion, Tier::kT1, Tier::kT2}, 1e-3);
+  const MetricsPage page = Scrape(metrics);
+  EXPECT_EQ(page.Value("kvtier_lookups_total{pool=\"b\"}"), 1);
+  EXPECT_EQ(page.Value("kvtier_lookups_total{pool=\"a\"}"), 0);
+  EXPECT_EQ(page.Value("kvtier_hit_blocks_total{pool=\"b\",tier=\"T1\"}"), 4);
+  EXPECT_EQ(page.Value("kvtier_connected_clients{pool=\"b\"}"), 1);
+  EXPECT_EQ(
+      page.Value("kvtier_transfer_seconds_count{direction=\"t1_to_t2\",op=\"demote\",pool=\"a\"}"),
+      1);
+  EXPECT_FALSE(page.Get("kvtier_lookups_total").has_value());
+  EXPECT_FALSE(page.Get("kvtier_connected_clients").has_value());
+  // Without pools, the object records for itself.
+  auto single = Serve();
+  ASSERT_NE(single, nullptr);
+  EXPECT_EQ(single->ForPool(0), single.get());
+}
+
 }  // namespace
 }  // namespace kvtier
