@@ -97,7 +97,7 @@ std::vector<MetricFamily> RemoteFamilies(const RemoteStoreStats& s) {
                        {{"serving", Num(s.router.nodes_serving)}, {"up", Num(s.router.nodes_up)}}));
   out.push_back(Series("kvtier_remote_available",
                        "1 while the remote store is available, 0 while its circuit breaker is "
-                       "open.",
+                       "open (or probing whether the store is back).",
                        MetricType::Gauge, nullptr, {{nullptr, s.breaker.available ? 1.0 : 0.0}}));
   out.push_back(Series("kvtier_remote_breaker_opens_total",
                        "Times the remote store was marked unavailable.", MetricType::Counter,

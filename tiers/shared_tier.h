@@ -11,8 +11,8 @@
 // meanwhile fails its read with NotFound: a plain miss.
 //
 // Availability. Stats().admitting is false while the store is unavailable (its circuit breaker is
-// open): nothing is written to it, probes answer nothing, and reads fail fast (Unavailable). The
-// tier comes back by itself when the store does.
+// open, or probing whether the store is back): nothing is written to it, probes answer nothing, and
+// reads fail fast (Unavailable). The tier comes back by itself when the store does.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once

@@ -52,7 +52,7 @@ void CircuitBreaker::Failure(const absl::Status& why) {
 CircuitBreaker::Stats CircuitBreaker::GetStats() const {
   absl::MutexLock lock(&mu_);
   Stats s = stats_;
-  s.available = state_ != State::kOpen;
+  s.available = state_ == State::kClosed;
   return s;
 }
 

@@ -11,6 +11,10 @@
 // each failed probe doubles it up to open_max_ms; a Success resets it. Opening and closing are each
 // logged once ("remote" component), with the reason.
 //
+// Stats::available is true only while closed. A probe in flight has not shown that the store is
+// back, and every other call is still refused meanwhile: a tier that admitted on it would start
+// writes that fail at Allow, and drop their blocks.
+//
 // Contract: every Allow that returned true is followed by exactly one Success or Failure.
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -32,7 +36,7 @@ class CircuitBreaker {
     uint32_t open_max_ms = 30000;
   };
   struct Stats {
-    bool available = true;  // closed (or probing)
+    bool available = true;  // closed: calls go through (false while open or probing)
     uint64_t opens = 0;     // closed -> open transitions
     uint64_t closes = 0;    // open -> closed (the store came back)
     uint64_t refused = 0;   // Allow answered false

@@ -119,6 +119,7 @@ class RemoteStore {
   // The store key of `key`: key_prefix + BlockKey::Bytes(). For tools and tests.
   std::string StoreKey(const BlockKey& key) const;
   // Stats() walks the cluster's slot map; these two are cheap, for per-operation checks.
+  // available(): the breaker is closed (not while it is open or probing).
   bool available() const { return breaker_.GetStats().available; }
   uint64_t corrupt_values() const;
   RemoteStoreStats Stats() const;

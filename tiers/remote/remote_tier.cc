@@ -57,7 +57,8 @@ RemoteTier::~RemoteTier() {
 }
 
 // While the breaker is open nothing may call the store, so nothing would find out it is back:
-// probe it here, as the breaker allows (one EXISTS of a key nobody uses).
+// probe it here, as the breaker allows (one EXISTS of a key nobody uses; refused at once while
+// another call is the probe).
 void RemoteTier::HealthLoop() {
   const BlockKey probe_key{0, 0};
   const auto every = std::chrono::milliseconds(options_.store.breaker_open_ms);
@@ -74,7 +75,8 @@ void RemoteTier::HealthLoop() {
 absl::StatusOr<SlotId> RemoteTier::Allocate() {
   if (!available()) {
     rejected_.fetch_add(1, std::memory_order_relaxed);
-    return absl::UnavailableError("T3: the remote store is unavailable (its breaker is open)");
+    return absl::UnavailableError(
+        "T3: the remote store is unavailable (its breaker is open or probing)");
   }
   uint64_t used = used_.load(std::memory_order_relaxed);
   do {

@@ -18,9 +18,11 @@
 // replies measured slower, and one batch would visit a cluster's nodes one after another
 // (ClusterRouter::Execute).
 //
-// Availability. Stats().admitting follows the store's circuit breaker. While it is open, a health
-// thread probes the store every breaker_open_ms (one EXISTS), so the tier comes back by itself
-// even when no traffic would probe it.
+// Availability. Stats().admitting follows the store's circuit breaker: true only while it is
+// closed. While it is open or probing, Allocate refuses (Unavailable) and lookups do not probe, so
+// no write is started that the breaker would refuse; a health thread probes the store every
+// breaker_open_ms (one EXISTS), so the tier comes back by itself even when no traffic would probe
+// it.
 //
 // Thread-safety: every method may be called from any thread. The destructor waits for the work
 // posted before it (each `done` runs) and stops the health thread.

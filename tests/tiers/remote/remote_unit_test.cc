@@ -1,14 +1,21 @@
-// The remote tier's pieces that need no store: key slots, the value header, options validation.
+// The remote tier's pieces that need no store: key slots, the value header, options validation,
+// and the circuit breaker (alone, and as the tier's admission while a probe of a silent peer
+// hangs).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "tests/tiers/remote/fake_resp_server.h"
 #include "tests/tiers/remote/redis_test_util.h"
+#include "tiers/remote/circuit_breaker.h"
 #include "tiers/remote/cluster_router.h"
 #include "tiers/remote/remote_store_options.h"
+#include "tiers/remote/remote_tier.h"
 #include "tiers/remote/remote_value.h"
 
 namespace kvtier {
@@ -90,6 +97,76 @@ TEST(RemoteOptions, PasswordFileIsReadAndExclusiveWithPassword) {
   o.password.clear();
   o.password_file = dir.path() + "/missing";
   EXPECT_NE(std::string(o.Validate().message()).find("remote.password_file: "), std::string::npos);
+}
+
+// A probe in flight has not shown that the store is back, and every other call is refused while it
+// runs: the breaker is not available until the probe succeeds (kvtierd's T3 admitted blocks on a
+// probe's "available" and dropped them when their writes were refused).
+TEST(RemoteBreaker, IsAvailableOnlyOnceAProbeSucceeds) {
+  CircuitBreaker breaker(CircuitBreaker::Options{2, 1, 1000});
+  EXPECT_TRUE(breaker.GetStats().available);
+  breaker.Failure(absl::UnavailableError("down"));
+  EXPECT_TRUE(breaker.GetStats().available);  // one failure of two
+  breaker.Failure(absl::UnavailableError("down"));
+  EXPECT_FALSE(breaker.GetStats().available);
+  EXPECT_FALSE(breaker.Allow());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the 1 ms wait
+  ASSERT_TRUE(breaker.Allow());                               // the probe
+  EXPECT_FALSE(breaker.Allow());                              // anyone else while it runs
+  EXPECT_FALSE(breaker.GetStats().available);
+  breaker.Failure(absl::UnavailableError("still down"));  // a failed probe: open again (2 ms)
+  EXPECT_FALSE(breaker.GetStats().available);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(breaker.Allow());
+  EXPECT_FALSE(breaker.GetStats().available);
+  breaker.Success();
+  EXPECT_TRUE(breaker.GetStats().available);
+  EXPECT_TRUE(breaker.Allow());
+  const CircuitBreaker::Stats s = breaker.GetStats();
+  EXPECT_EQ(s.opens, 1u);
+  EXPECT_EQ(s.closes, 1u);
+  EXPECT_EQ(s.refused, 2u);
+}
+
+// T3 on a peer that accepts connections and never answers: the first call times out and opens the
+// breaker, then the tier's health thread probes and that probe hangs for command_timeout_ms. All
+// the while the tier neither admits (the metric kvtier_tier_admitting reads this) nor hands out a
+// slot: a block moved to it then would be refused by the breaker and dropped.
+TEST(RemoteTierBreaker, AdmitsNothingWhileAProbeIsInFlight) {
+  testing::FakeRespServer silent("", /*close_after=*/false);
+  RemoteTierOptions o;
+  o.store.nodes = {"127.0.0.1:" + std::to_string(silent.endpoint().port)};
+  o.store.cluster = ClusterMode::kStandalone;
+  o.store.connect_timeout_ms = 1000;
+  o.store.command_timeout_ms = 1000;
+  o.store.breaker_failures = 1;
+  o.store.breaker_open_ms = 10;
+  o.slot_bytes = 4096;
+  o.capacity_bytes = 4096 * 16;
+  o.threads = 1;
+  auto tier = RemoteTier::Open(o);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  const BlockKey key{1, 2};
+  RemoteOutcome present[1];
+  EXPECT_FALSE((*tier)->store().Exists(absl::MakeConstSpan(&key, 1), absl::MakeSpan(present)).ok());
+  ASSERT_EQ((*tier)->store().Stats().breaker.opens, 1u);
+  // The health thread's probe starts within ~20 ms and hangs for a second: look for 400 ms.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
+  int admitted = 0, looks = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    ++looks;
+    if ((*tier)->Stats().admitting) ++admitted;
+    absl::StatusOr<SlotId> slot = (*tier)->Allocate();
+    if (slot.ok()) {
+      ++admitted;
+      (*tier)->Free(*slot);
+    } else {
+      EXPECT_TRUE(absl::IsUnavailable(slot.status())) << slot.status();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(admitted, 0) << "of " << looks << " looks";
+  EXPECT_EQ((*tier)->Stats().used_slots, 0u);
 }
 
 }  // namespace
