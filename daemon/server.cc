@@ -1,7 +1,6 @@
 #include "daemon/server.h"
 
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,9 +14,9 @@
 #include "client/protocol/fd_passing.h"
 #include "client/protocol/frame_codec.h"
 #include "client/protocol/region_layout.h"
-#include "common/errno_text.h"
 #include "common/log.h"
 #include "daemon/accept_backoff.h"
+#include "daemon/server_socket.h"
 #include "kernels/gpu_runtime.h"  // for the IPC handle's size
 
 namespace kvtier {
@@ -158,61 +157,10 @@ absl::Status Server::Impl::DescribeT0() {
   return absl::OkStatus();
 }
 
-absl::Status Server::Impl::CheckLimits() const {
-  const ServerOptions& o = options_;
-  if (o.max_ring_entries < std::max(o.sq_entries, o.cq_entries) ||
-      o.max_ring_entries > protocol::kMaxRingEntries) {
-    return absl::InvalidArgumentError(
-        fmt::format("daemon.max_ring_entries: {} is not in [{}, {}]", o.max_ring_entries,
-                    std::max(o.sq_entries, o.cq_entries), protocol::kMaxRingEntries));
-  }
-  if (o.max_arena_bytes < o.arena_bytes || o.max_arena_bytes > protocol::kMaxArenaBytes) {
-    return absl::InvalidArgumentError(fmt::format("daemon.max_arena_bytes: {} is not in [{}, {}]",
-                                                  o.max_arena_bytes, o.arena_bytes,
-                                                  protocol::kMaxArenaBytes));
-  }
-  if (o.max_connections == 0) {
-    return absl::InvalidArgumentError("daemon.max_connections: must be > 0");
-  }
-  return absl::OkStatus();
-}
+absl::Status Server::Impl::CheckLimits() const { return internal::CheckServerLimits(options_); }
 
 absl::Status Server::Impl::Bind() {
-  const std::string& path = options_.socket_path;
-  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return absl::InvalidArgumentError(
-        fmt::format("daemon.socket: '{}' must be a path of 1 to {} bytes", path,
-                    sizeof(sockaddr_un::sun_path) - 1));
-  }
-  struct stat st;
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return absl::FailedPreconditionError(
-          fmt::format("daemon.socket: {} exists and is not a socket; not replacing it", path));
-    }
-    Local::socket probe(io_);
-    boost::system::error_code ec;
-    probe.connect(Local::endpoint(path), ec);
-    if (!ec) {
-      return absl::FailedPreconditionError(
-          fmt::format("daemon.socket: {} is in use: another kvtierd is serving on it", path));
-    }
-    ::unlink(path.c_str());  // stale: left by a daemon that died
-  }
-  boost::system::error_code ec;
-  acceptor_.open(Local(), ec);
-  if (!ec) acceptor_.bind(Local::endpoint(path), ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        fmt::format("daemon.socket: cannot listen on {}: {}", path, ec.message()));
-  }
-  if (::chmod(path.c_str(), options_.socket_mode) != 0) {
-    return absl::FailedPreconditionError(fmt::format("daemon.socket_mode: chmod {:o} {}: {}",
-                                                     options_.socket_mode, path, ErrnoText(errno)));
-  }
-  KVTIER_LOG(kInfo, "server", "listening on {} (mode {:o})", path, options_.socket_mode);
-  return absl::OkStatus();
+  return internal::BindControlSocket(io_, acceptor_, options_.socket_path, options_.socket_mode);
 }
 
 void Server::Impl::Accept() {
