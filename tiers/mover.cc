@@ -53,6 +53,14 @@ void Mover::EnsureId(BlockId id) {
 
 void Mover::EnterLocked(int r, const BlockInfo& info) {
   ladder_->Enter(r, info.id, info.key.lo, info.parent);
+  // Unleased, it may be a victim in r, and its copies above r now have a copy below.
+  if (info.leases == 0) EvictableLocked(static_cast<TierMask>(info.tiers | TierBit(TierOf(r))));
+}
+
+void Mover::EvictableLocked(TierMask tiers) {
+  for (int r = 0; r < kNumTiers; ++r) {
+    if ((tiers & TierBit(TierOf(r))) != 0) ++evictable_generation_[static_cast<size_t>(r)];
+  }
 }
 
 void Mover::AdoptRecovered(const BlockRecord& record, SlotId slot) {
@@ -143,7 +151,9 @@ absl::StatusOr<SlotId> Mover::AllocateIn(int r) {
     return slot;
   }
   if (slot.status().code() != absl::StatusCode::kResourceExhausted) return slot;
-  if (FreeVictims(r, 1) > 0) slot = Storage(r)->Allocate();
+  // What a victim freed, or the evictor meanwhile (it may have taken the block we would have).
+  (void)FreeVictims(r, 1);
+  slot = Storage(r)->Allocate();
   if (slot.ok()) return slot;
   return FullError(r);
 }
@@ -169,9 +179,12 @@ size_t Mover::FreeVictims(int r, size_t want) {
   // A victim a lease pinned after it was chosen goes back into the policy; a few more tries
   // each, not a walk around the whole rung.
   for (size_t tries = 0; freed < want && tries < 2 * want + 2; ++tries) {
-    std::optional<BlockId> victim = ChooseUnleasedLocked(r, [&](const BlockInfo& info) {
-      return !below_admits || ladder_->HasCopyBelow(r, info.tiers);
-    });
+    std::optional<BlockId> victim = ChooseUnleasedLocked(
+        r,
+        [&](const BlockInfo& info) {
+          return !below_admits || ladder_->HasCopyBelow(r, info.tiers);
+        },
+        no_victim_to_free_[static_cast<size_t>(r)], below_admits);
     if (!victim) break;
     std::optional<BlockInfo> info = index_.FindById(*victim);
     if (!info) continue;
@@ -195,9 +208,11 @@ absl::Status Mover::AllocateManyForPut(Tier tier, size_t count, std::vector<Slot
     out.push_back(*slot);
   }
   if (out.size() < goal && why.code() == absl::StatusCode::kResourceExhausted) {
-    for (size_t n = FreeVictims(r, goal - out.size()); n > 0 && out.size() < goal; --n) {
+    // What the victims freed, and whatever the evictor freed meanwhile.
+    (void)FreeVictims(r, goal - out.size());
+    while (out.size() < goal) {
       absl::StatusOr<SlotId> slot = Storage(r)->Allocate();
-      if (!slot.ok()) break;  // taken by another writer meanwhile
+      if (!slot.ok()) break;  // none left: taken by another writer, or none could leave
       out.push_back(*slot);
     }
     if (out.size() < goal) {
@@ -327,6 +342,9 @@ absl::StatusOr<CommitOutcome> Mover::CommitLocked(const PutCommit& put, int r, S
 absl::Status Mover::Release(const BlockKey& key) {
   KVTIER_RETURN_IF_ERROR(index_.ReleaseLease(key));
   absl::MutexLock lock(&mu_);
+  if (std::optional<BlockInfo> info = index_.Find(key); info && info->leases == 0) {
+    EvictableLocked(info->tiers);
+  }
   EraseIfUnusedLocked(key);
   return absl::OkStatus();
 }
@@ -364,6 +382,7 @@ TierManagerStats Mover::Stats() const {
   s.integrity_drops = integrity_drops_.load(std::memory_order_relaxed);
   s.recovered_blocks = recovered_blocks_.load(std::memory_order_relaxed);
   s.eviction_candidates = eviction_candidates_.load(std::memory_order_relaxed);
+  s.eviction_choices_skipped = eviction_choices_skipped_.load(std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   s.moves_in_flight = moves_.size();
   for (int r = 0; r < kNumTiers; ++r) s.tiers[static_cast<size_t>(r)] = ladder_->counters(r);

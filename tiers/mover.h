@@ -82,6 +82,7 @@ struct TierManagerStats {
   // Blocks an eviction choice looked at (the victims and those it passed over): about one per
   // victim when leased blocks do not pile up at the front of the order (ChooseUnleasedLocked).
   uint64_t eviction_candidates = 0;
+  uint64_t eviction_choices_skipped = 0;        // choices answered from a remembered "no victim"
   std::array<RungCounters, kNumTiers> tiers{};  // [Tier]
   const RungCounters& tier(Tier t) const { return tiers[static_cast<size_t>(TierIndex(t))]; }
 };
@@ -202,8 +203,24 @@ class Mover {
   // look at them again: a running engine's prefix stays leased for seconds and drifts to the LRU
   // front, and every allocation into its full T0 scanned all of it under mu_ (~0.2 ms a slot
   // with ~3,000 leased blocks on the H200 trace run).
-  std::optional<BlockId> ChooseUnleasedLocked(int r, absl::FunctionRef<bool(const BlockInfo&)> also)
+  //
+  // `none` remembers a choice that found no victim: until a block of r may have become one (its
+  // lease ended, a copy landed below it, an unleased block entered r: Evictable) or kNoVictimTtl
+  // passes, the next choice with the same `below_admits` answers nullopt at once instead of
+  // looking at every block again. A refused work_take into a full T0 looked at all 4,096.
+  struct NoVictim {
+    uint64_t generation = 0;
+    bool valid = false;
+    bool below_admits = false;
+    std::chrono::steady_clock::time_point at;
+  };
+  static constexpr std::chrono::milliseconds kNoVictimTtl{20};
+  std::optional<BlockId> ChooseUnleasedLocked(int r, absl::FunctionRef<bool(const BlockInfo&)> also,
+                                              NoVictim& none, bool below_admits)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A block with copies in `tiers` may now be a victim where it was not: the rungs' choices look
+  // again.
+  void EvictableLocked(TierMask tiers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Admitting(int r) const;
   // The rung of a put into `tier`: FailedPrecondition unless clients write it and it runs.
   absl::StatusOr<int> PutRung(Tier tier, std::string_view op) const;
@@ -285,8 +302,12 @@ class Mover {
   std::atomic<bool> flushing_{false};  // Flush is emptying the birth rung
   std::atomic<uint64_t> puts_committed_{0}, puts_already_present_{0}, puts_refused_full_{0};
   std::atomic<uint64_t> gets_missing_{0}, integrity_drops_{0}, recovered_blocks_{0};
-  std::atomic<uint64_t> eviction_candidates_{0};
+  std::atomic<uint64_t> eviction_candidates_{0}, eviction_choices_skipped_{0};
   std::vector<BlockId> passed_over_ ABSL_GUARDED_BY(mu_);  // ChooseUnleasedLocked's scratch
+  // Per rung: moved by EvictableLocked; what a NoVictim is checked against.
+  std::array<uint64_t, kNumTiers> evictable_generation_ ABSL_GUARDED_BY(mu_){};
+  std::array<NoVictim, kNumTiers> no_victim_to_free_ ABSL_GUARDED_BY(mu_){};  // FreeVictims'
+  std::array<NoVictim, kNumTiers> no_victim_to_shed_ ABSL_GUARDED_BY(mu_){};  // ShedOnce's
 };
 
 }  // namespace internal

@@ -120,7 +120,9 @@ absl::StatusOr<TierMask> Mover::AdoptShared(int r, const BlockKey& key, const Bl
   if (ins->inserted) checksum_[ins->id] = 0;  // unknown: the value's header has it
   if (ins->inserted || namespace_[ins->id] == 0) namespace_[ins->id] = namespace_id;
   ladder_->Enter(r, ins->id, key.lo, parent_id);
-  return (info ? info->tiers : TierMask{0}) | TierBit(TierOf(r));
+  const auto tiers = static_cast<TierMask>((info ? info->tiers : TierMask{0}) | TierBit(TierOf(r)));
+  if (!info || info->leases == 0) EvictableLocked(tiers);  // its copies above have one below now
+  return tiers;
 }
 
 }  // namespace kvtier::internal

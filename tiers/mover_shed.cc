@@ -134,7 +134,15 @@ void Mover::FinishWriteThroughLocked(const MoveKey& id, Move& move, const absl::
 }
 
 std::optional<BlockId> Mover::ChooseUnleasedLocked(int r,
-                                                   absl::FunctionRef<bool(const BlockInfo&)> also) {
+                                                   absl::FunctionRef<bool(const BlockInfo&)> also,
+                                                   NoVictim& none, bool below_admits) {
+  const uint64_t generation = evictable_generation_[static_cast<size_t>(r)];
+  const auto now = std::chrono::steady_clock::now();
+  if (none.valid && none.generation == generation && none.below_admits == below_admits &&
+      now - none.at < kNoVictimTtl) {
+    eviction_choices_skipped_.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
   passed_over_.clear();
   uint64_t looked = 0;
   std::optional<BlockId> victim = ladder_->Choose(r, [&](BlockId id) {
@@ -149,6 +157,8 @@ std::optional<BlockId> Mover::ChooseUnleasedLocked(int r,
   });
   for (BlockId id : passed_over_) ladder_->Touch(r, id);  // after: Choose may not be re-entered
   eviction_candidates_.fetch_add(looked, std::memory_order_relaxed);
+  none =
+      NoVictim{.generation = generation, .valid = !victim, .below_admits = below_admits, .at = now};
   return victim;
 }
 
@@ -162,7 +172,9 @@ bool Mover::ShedOnce(int r) {
   std::optional<MoveKey> down;
   {
     absl::MutexLock lock(&mu_);
-    std::optional<BlockId> victim = ChooseUnleasedLocked(r, [](const BlockInfo&) { return true; });
+    std::optional<BlockId> victim = ChooseUnleasedLocked(
+        r, [](const BlockInfo&) { return true; }, no_victim_to_shed_[static_cast<size_t>(r)],
+        below_admitting);
     if (!victim) return false;
     std::optional<BlockInfo> info = index_.FindById(*victim);
     if (!info) return true;

@@ -257,6 +257,40 @@ TEST(TierManagerTest, AllocatingManySlotsFreesVictimsAndStopsAtTheLeasedOnes) {
   EXPECT_EQ(m->AllocateManyForPut(Tier::kT2, 1).status.code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A full tier where no block can leave is not looked at again by every refused allocation: the
+// choice remembers it until a lease ends (Mover::NoVictim), and the next allocation after the
+// release gets a slot.
+TEST(TierManagerTest, RefusedAllocationsDoNotLookAtEveryLeasedBlockAgain) {
+  TierManagerOptions o = ManagerOptions(64, "", 0);
+  o.t1_policy.low_watermark = 1.0;
+  auto m = Make(o);
+  ASSERT_NE(m, nullptr);
+  for (uint64_t i = 0; i < 64; ++i) {
+    ASSERT_TRUE(Put(*m, i).ok()) << i;
+    ASSERT_TRUE(GetSync(*m, KeyOf(i)).ok()) << i;  // leased: T1 is full of leased blocks
+  }
+  m->Quiesce();
+  const TierManagerStats before = m->Stats();
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(m->AllocateForPut().status().code(), absl::StatusCode::kResourceExhausted);
+  }
+  const TierManagerStats after = m->Stats();
+  // One look at the 64 (and the evictor's own, at most as many); 20 x 64 without the memory.
+  EXPECT_LE(after.eviction_candidates - before.eviction_candidates, 3u * 64) << "looked again";
+  EXPECT_GE(after.eviction_choices_skipped - before.eviction_choices_skipped, 15u);
+  ASSERT_TRUE(m->Release(KeyOf(5)).ok());
+  const absl::StatusOr<SlotId> slot = m->AllocateForPut();
+  EXPECT_TRUE(slot.ok()) << "a released block is a victim again at once: " << slot.status()
+                         << "; looked at "
+                         << m->Stats().eviction_candidates - after.eviction_candidates
+                         << ", skipped "
+                         << m->Stats().eviction_choices_skipped - after.eviction_choices_skipped;
+  for (uint64_t i = 0; i < 64; ++i) {
+    if (i == 5) continue;
+    ASSERT_TRUE(m->Release(KeyOf(i)).ok());
+  }
+}
+
 TEST(TierManagerTest, AFullT1OfLeasedBlocksRefusesPutsUntilReleased) {
   auto m = Make(ManagerOptions(4, "", 0));
   ASSERT_NE(m, nullptr);
