@@ -77,6 +77,30 @@ class DaemonEngineTest : public ::testing::Test {
     daemon_ = std::move(*d);
   }
 
+  // `spilled` and then 17 other prompts of 200 tokens (12 blocks each) through `engine`, one at a
+  // time, on a daemon of 64 slots: `spilled`'s blocks leave T1 for T2. Its output.
+  static RequestOutput SpillPastT1(LlmEngine& engine, const std::vector<int32_t>& spilled) {
+    const std::vector<RequestOutput> first = RunAll(engine, {spilled}, 4);
+    for (int32_t s = 1; s < 18; ++s) RunAll(engine, {Prompt(200, 100 + s)}, 4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
+    return first.empty() ? RequestOutput{} : first[0];
+  }
+
+  // Request `again` (the spilled prompt once more) is among `done` with `first`'s tokens and its
+  // prefix from T2; or from T1 when its load was given back for a running request's room
+  // (Scheduler: GiveBackUnadmitted) after it had promoted the blocks into T1.
+  static void ExpectServedFromBelow(const std::vector<RequestOutput>& done, uint64_t again,
+                                    const RequestOutput& first) {
+    bool seen = false;
+    for (const RequestOutput& r : done) {
+      if (r.id != again) continue;
+      seen = true;
+      EXPECT_EQ(r.tokens, first.tokens);
+      EXPECT_GT(r.prompt_cached_from[2] + r.prompt_cached_from[3], 0) << "its prefix was cached";
+    }
+    EXPECT_TRUE(seen);
+  }
+
   DaemonEngineOptions Options(const std::string& name) const {
     DaemonEngineOptions o;
     o.socket_path = daemon_->socket_path();
@@ -146,18 +170,15 @@ TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
   ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
   auto d = CreateDaemonEngine(model->get(), nullptr, Options("a"));
   ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
-  std::vector<std::vector<int32_t>> many;
-  for (int32_t s = 0; s < 18; ++s) many.push_back(Prompt(200, 100 + s));
-  const std::vector<RequestOutput> first = RunAll(*d->engine, {many[0]}, 4);
-  for (size_t i = 1; i < many.size(); ++i) RunAll(*d->engine, {many[i]}, 4);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
+  const std::vector<int32_t> spilled = Prompt(200, 100);
+  const RequestOutput first = SpillPastT1(*d->engine, spilled);
   RequestOptions o;
   o.max_tokens = 30;
   o.ignore_eos = true;
   const uint64_t running = d->engine->Add(Prompt(20, 7), o).value_or(0);
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(d->engine->Step().ok());  // its prefill, a decode
   o.max_tokens = 4;
-  const uint64_t again = d->engine->Add(many[0], o).value_or(0);
+  const uint64_t again = d->engine->Add(spilled, o).value_or(0);
   auto step = d->engine->Step();
   ASSERT_TRUE(step.ok()) << step.status();
   ASSERT_EQ(step->tokens.size(), 1u);
@@ -165,16 +186,7 @@ TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
   EXPECT_EQ(d->blocks->stats().loads, 1);
   auto done = d->engine->RunUntilIdle();
   ASSERT_TRUE(done.ok()) << done.status();
-  bool seen = false;
-  for (const RequestOutput& r : *done) {
-    if (r.id != again) continue;
-    seen = true;
-    EXPECT_EQ(r.tokens, first[0].tokens);
-    // From T2; or from T1 when the load was given back for the running request's room
-    // (Scheduler: GiveBackUnadmitted) after it had promoted the blocks into T1.
-    EXPECT_GT(r.prompt_cached_from[2] + r.prompt_cached_from[3], 0) << "its prefix was cached";
-  }
-  EXPECT_TRUE(seen);
+  ExpectServedFromBelow(*done, again, first);
   EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
 }
 
@@ -187,11 +199,8 @@ TEST_F(DaemonEngineTest, APrefixLoadWaitsForRoomBesideRunningSequences) {
   ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
   auto d = CreateDaemonEngine(model->get(), nullptr, Options("a"));
   ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
-  std::vector<std::vector<int32_t>> many;
-  for (int32_t s = 0; s < 18; ++s) many.push_back(Prompt(200, 100 + s));
-  const std::vector<RequestOutput> first = RunAll(*d->engine, {many[0]}, 4);
-  for (size_t i = 1; i < many.size(); ++i) RunAll(*d->engine, {many[i]}, 4);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
+  const std::vector<int32_t> spilled = Prompt(200, 100);
+  const RequestOutput first = SpillPastT1(*d->engine, spilled);
   RequestOptions o;
   o.max_tokens = 20;
   o.ignore_eos = true;
@@ -209,7 +218,7 @@ TEST_F(DaemonEngineTest, APrefixLoadWaitsForRoomBesideRunningSequences) {
   ASSERT_EQ(d->engine->scheduler().num_running(), 2u);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor makes room again
   o.max_tokens = 4;
-  const uint64_t again = d->engine->Add(many[0], o).value_or(0);
+  const uint64_t again = d->engine->Add(spilled, o).value_or(0);
   ASSERT_NE(again, 0u);
   int tokens = 0;  // the running ones'; a step may also wait for kvtierd to make room
   for (int i = 0; i < 2000 && tokens < 10; ++i) {
@@ -225,15 +234,8 @@ TEST_F(DaemonEngineTest, APrefixLoadWaitsForRoomBesideRunningSequences) {
   auto done = d->engine->RunUntilIdle();
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(d->blocks->stats().loads, 1);
-  bool seen = false;
-  for (const RequestOutput& r : *done) {
-    EXPECT_EQ(r.preemptions, 0) << "request " << r.id;
-    if (r.id != again) continue;
-    seen = true;
-    EXPECT_EQ(r.tokens, first[0].tokens);
-    EXPECT_GT(r.prompt_cached_from[2] + r.prompt_cached_from[3], 0) << "its prefix was cached";
-  }
-  EXPECT_TRUE(seen);
+  for (const RequestOutput& r : *done) EXPECT_EQ(r.preemptions, 0) << "request " << r.id;
+  ExpectServedFromBelow(*done, again, first);
   EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
 }
 
