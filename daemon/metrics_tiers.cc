@@ -127,7 +127,8 @@ std::vector<MetricFamily> EvictionFamilies(const TierSnapshot& s) {
 std::vector<MetricFamily> PutGetFamilies(const TierSnapshot& s) {
   const TierManagerStats& m = s.manager;
   MetricFamily puts = NewFamily("kvtier_put_blocks_total",
-                                "Blocks offered for storing, by outcome (refused: T1 had no room).",
+                                "Blocks offered for storing, by outcome (refused: no slot free in "
+                                "T1, or T0 for a working slot).",
                                 MetricType::Counter);
   AddSample(puts, {{"result", "stored"}}, static_cast<double>(m.puts_committed));
   AddSample(puts, {{"result", "already_present"}}, static_cast<double>(m.puts_already_present));
