@@ -24,6 +24,13 @@ constexpr int64_t kTopUpSlots = 8;
 
 BlockCode CodeOf(const BlockResult& r) { return static_cast<BlockCode>(r.code); }
 
+// call(), its time added to stats.call_ms[kind].
+template <typename Call>
+auto Timed(DaemonKvBlocksStats& stats, KvCall kind, Call&& call) {
+  const KvCallTimer timer(stats, kind);
+  return call();
+}
+
 // The slot count of a tier of `slots` slots of `tier_slot_bytes`, when those are exactly
 // `slot_bytes` (the engine indexes slot * slot_bytes). T0's slots are T1's size, so either is set
 // with --t1.slot_bytes.
@@ -255,11 +262,8 @@ int64_t DaemonKvBlocks::LoadedPrefix(State& st) {
 int64_t DaemonKvBlocks::LeaseRun(State& st, absl::Span<const BlockKey> keys,
                                  std::span<const CacheSource> from) {
   // Lease the leading run in the pool's tier (the daemon promotes into it as needed).
-  absl::StatusOr<std::vector<BlockResult>> got;
-  {
-    const KvCallTimer timer(stats_, KvCall::kLease);
-    got = client_->Get(keys, options_.tier);
-  }
+  absl::StatusOr<std::vector<BlockResult>> got =
+      Timed(stats_, KvCall::kLease, [&] { return client_->Get(keys, options_.tier); });
   if (!got.ok()) {
     Fail(got.status());
     return 0;
@@ -309,11 +313,8 @@ void DaemonKvBlocks::LookAhead(std::span<Sequence* const> waiting) {
   if (spans.empty()) return;
   ++stats_.lookup_batches;
   stats_.lookups += static_cast<int64_t>(spans.size());
-  absl::StatusOr<std::vector<client::LookupResult>> found;
-  {
-    const KvCallTimer timer(stats_, KvCall::kLookup);
-    found = client_->LookupMany(spans);
-  }
+  absl::StatusOr<std::vector<client::LookupResult>> found =
+      Timed(stats_, KvCall::kLookup, [&] { return client_->LookupMany(spans); });
   if (!found.ok()) {
     Fail(found.status());
     return;
@@ -339,11 +340,8 @@ bool DaemonKvBlocks::CanTake(int64_t slots) {
         std::clamp<int64_t>(int64_t{options_.reserve_max} - slots, 0, kTopUpSlots);
     const auto want = static_cast<size_t>(std::min<int64_t>(
         slots - static_cast<int64_t>(reserve_.size()) + extra, int64_t{kMaxPerCall}));
-    absl::StatusOr<std::vector<BlockResult>> took;
-    {
-      const KvCallTimer timer(stats_, KvCall::kTake);
-      took = client_->TakeWorkingSlots(options_.tier, want);
-    }
+    absl::StatusOr<std::vector<BlockResult>> took = Timed(
+        stats_, KvCall::kTake, [&] { return client_->TakeWorkingSlots(options_.tier, want); });
     if (!took.ok()) {
       Fail(took.status());
       break;
@@ -421,24 +419,18 @@ void DaemonKvBlocks::PublishQueued() {
   std::vector<uint32_t> slots(items.size());
   std::vector<uint64_t> sums(items.size());
   for (size_t j = 0; j < items.size(); ++j) slots[j] = items[j].slot;
-  absl::Status hashed;
-  {
-    const KvCallTimer timer(stats_, KvCall::kChecksum);
-    hashed = Checksums(slots, sums);
-  }
-  if (absl::Status s = hashed; !s.ok()) {
+  if (absl::Status s = Timed(stats_, KvCall::kChecksum, [&] { return Checksums(slots, sums); });
+      !s.ok()) {
     Fail(s);
     return;
   }
   for (size_t j = 0; j < items.size(); ++j) items[j].checksum = sums[j];
   for (size_t begin = 0; begin < items.size(); begin += kMaxPerCall) {
     const size_t n = std::min(kMaxPerCall, items.size() - begin);
-    absl::StatusOr<std::vector<BlockCode>> codes;
-    {
-      const KvCallTimer timer(stats_, KvCall::kPublish);
-      ++stats_.publish_calls;
-      codes = client_->PublishWorking(options_.tier, absl::MakeConstSpan(items).subspan(begin, n));
-    }
+    ++stats_.publish_calls;
+    absl::StatusOr<std::vector<BlockCode>> codes = Timed(stats_, KvCall::kPublish, [&] {
+      return client_->PublishWorking(options_.tier, absl::MakeConstSpan(items).subspan(begin, n));
+    });
     if (!codes.ok()) {
       Fail(codes.status());
       return;

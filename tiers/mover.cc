@@ -145,17 +145,35 @@ bool Mover::Admitting(int r) const {
 }
 
 absl::StatusOr<SlotId> Mover::AllocateIn(int r) {
-  absl::StatusOr<SlotId> slot = Storage(r)->Allocate();
-  if (slot.ok()) {
-    KickIfAboveHigh(r);
-    return slot;
+  std::vector<SlotId> one;
+  KVTIER_RETURN_IF_ERROR(AllocateManyIn(r, 1, one));
+  return one.front();
+}
+
+absl::Status Mover::AllocateManyIn(int r, size_t count, std::vector<SlotId>& out) {
+  const size_t goal = out.size() + count;
+  absl::Status why;
+  while (out.size() < goal && why.ok()) {
+    absl::StatusOr<SlotId> slot = Storage(r)->Allocate();
+    if (slot.ok()) {
+      out.push_back(*slot);
+    } else {
+      why = slot.status();
+    }
   }
-  if (slot.status().code() != absl::StatusCode::kResourceExhausted) return slot;
-  // What a victim freed, or the evictor meanwhile (it may have taken the block we would have).
-  (void)FreeVictims(r, 1);
-  slot = Storage(r)->Allocate();
-  if (slot.ok()) return slot;
-  return FullError(r);
+  if (out.size() < goal && why.code() == absl::StatusCode::kResourceExhausted) {
+    // What the victims freed, and whatever the evictor freed meanwhile (it may have taken the
+    // blocks we would have chosen).
+    (void)FreeVictims(r, goal - out.size());
+    while (out.size() < goal) {
+      absl::StatusOr<SlotId> slot = Storage(r)->Allocate();
+      if (!slot.ok()) return FullError(r);  // taken by another writer, or none could leave
+      out.push_back(*slot);
+    }
+  }
+  if (out.size() < goal) return why;
+  KickIfAboveHigh(r);
+  return absl::OkStatus();
 }
 
 absl::Status Mover::FullError(int r) const {
@@ -197,34 +215,11 @@ size_t Mover::FreeVictims(int r, size_t want) {
 
 absl::Status Mover::AllocateManyForPut(Tier tier, size_t count, std::vector<SlotId>& out) {
   KVTIER_ASSIGN_OR_RETURN(const int r, PutRung(tier, "put_begin"));
-  const size_t goal = out.size() + count;
-  absl::Status why;
-  while (out.size() < goal) {
-    absl::StatusOr<SlotId> slot = Storage(r)->Allocate();
-    if (!slot.ok()) {
-      why = slot.status();
-      break;
-    }
-    out.push_back(*slot);
+  absl::Status status = AllocateManyIn(r, count, out);
+  if (status.code() == absl::StatusCode::kResourceExhausted) {
+    puts_refused_full_.fetch_add(1, std::memory_order_relaxed);
   }
-  if (out.size() < goal && why.code() == absl::StatusCode::kResourceExhausted) {
-    // What the victims freed, and whatever the evictor freed meanwhile.
-    (void)FreeVictims(r, goal - out.size());
-    while (out.size() < goal) {
-      absl::StatusOr<SlotId> slot = Storage(r)->Allocate();
-      if (!slot.ok()) break;  // none left: taken by another writer, or none could leave
-      out.push_back(*slot);
-    }
-    if (out.size() < goal) {
-      why = FullError(r);
-      puts_refused_full_.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-  if (out.size() == goal) {
-    KickIfAboveHigh(r);
-    return absl::OkStatus();
-  }
-  return why;
+  return status;
 }
 
 absl::StatusOr<int> Mover::PutRung(Tier tier, std::string_view op) const {
@@ -241,12 +236,9 @@ absl::StatusOr<int> Mover::PutRung(Tier tier, std::string_view op) const {
 }
 
 absl::StatusOr<SlotId> Mover::AllocateForPut(Tier tier) {
-  KVTIER_ASSIGN_OR_RETURN(const int r, PutRung(tier, "put_begin"));
-  absl::StatusOr<SlotId> slot = AllocateIn(r);
-  if (!slot.ok() && slot.status().code() == absl::StatusCode::kResourceExhausted) {
-    puts_refused_full_.fetch_add(1, std::memory_order_relaxed);
-  }
-  return slot;
+  std::vector<SlotId> one;
+  KVTIER_RETURN_IF_ERROR(AllocateManyForPut(tier, 1, one));
+  return one.front();
 }
 
 absl::Status Mover::AbortPut(Tier tier, SlotId slot) {

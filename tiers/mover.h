@@ -193,6 +193,10 @@ class Mover {
   // A free slot in rung `r`, making room at once when a block can leave it without a move (a
   // clean victim, or any when no rung below admits); else ResourceExhausted, evictor woken.
   absl::StatusOr<SlotId> AllocateIn(int r) ABSL_LOCKS_EXCLUDED(mu_);
+  // Appends up to `count` slots of rung r to `out` the same way: the free ones, then those the
+  // victims it frees give up (FreeVictims, one hold of mu_ for all of them).
+  absl::Status AllocateManyIn(int r, size_t count, std::vector<SlotId>& out)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Frees up to `want` slots of the full rung r at once (victims that can leave without a move),
   // under one hold of mu_; returns how many it freed.
   size_t FreeVictims(int r, size_t want) ABSL_LOCKS_EXCLUDED(mu_);
