@@ -4,14 +4,19 @@
 # then a fresh kvtierd (T0 8 GiB, T1 32 GiB, T2 24 GiB) behind the same server, each replaying
 # the same window of the Mooncake trace with `kvtier serve-bench`. Prints one line per run.
 #
-#   tools/gpu_trace_serve.sh BIN_DIR MODEL_DIR TRACE OUT_DIR [DURATION_S]
+#   tools/gpu_trace_serve.sh BIN_DIR MODEL_DIR TRACE OUT_DIR [DURATION_S [RUNS]]
 #
 # BIN_DIR holds kvtier and kvtierd (a tools/gpu_bundle.sh folder: LD_LIBRARY_PATH is set to it);
 # MODEL_DIR a model with its tokenizer.json (tests/engine/hf_8b_model.py writes the 8B shape; copy
 # third_party/tokenizers/llama3_1/tokenizer*.json beside it); DURATION_S the scaled window
-# (60: the first 240 s of the trace at --time-scale 0.25). Needs ~60 GiB of disk beside /tmp.
+# (60: the first 240 s of the trace at --time-scale 0.25); RUNS how many times the pair runs (the
+# spread between runs on the same machine). Each run also writes its requests, one JSON line each
+# (serve-bench --requests-out), and the last lines compare TTFT request by request: those the
+# tiers served mostly from cache against the rest, in both runs. KVTIERD_FLAGS (environment): more
+# kvtierd flags for the tiers' runs, e.g. "--t2.max_demotions_in_flight 16". Needs ~60 GiB of
+# disk beside /tmp.
 set -euo pipefail
-bin=$1 model=$2 trace=$3 out=$4 duration=${5:-60}
+bin=$1 model=$2 trace=$3 out=$4 duration=${5:-60} runs=${6:-1}
 export LD_LIBRARY_PATH="$bin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bench=(--trace "$trace" --sample-conversations 8 --duration "$duration" --time-scale 0.25
@@ -39,34 +44,63 @@ print("  engine thread s: schedule %.1f forward %.1f update %.1f room_wait %.1f;
       % (part("schedule"), part("forward"), part("update"), part("room_wait"), steps("ran"), steps("waited")))
 PY
 }
+# TTFT request by request in one pair of runs: the requests the tiers served mostly (>= half the
+# prompt) from cache, and the rest, each group's TTFT p50 in both runs (same requests, same order).
+by_request() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+load = lambda p: [json.loads(l) for l in open(p)]
+gpu, tiers = load(sys.argv[1]), load(sys.argv[2])
+def p50(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return xs[(len(xs) - 1) // 2] if xs else float("nan")
+for name, keep in (("mostly cached", lambda t: 2 * t["cached_tokens"] >= t["prompt_tokens"]),
+                   ("the rest", lambda t: 2 * t["cached_tokens"] < t["prompt_tokens"])):
+    idx = [i for i, t in enumerate(tiers) if keep(t)]
+    print("  %-13s by the tiers: %2d requests, TTFT p50 GPU-only %.2f s, tiers %.2f s; cached GPU-only %d, tiers %d"
+          % (name, len(idx), p50(gpu[i]["ttft_s"] for i in idx), p50(tiers[i]["ttft_s"] for i in idx),
+             sum(gpu[i]["cached_tokens"] for i in idx), sum(tiers[i]["cached_tokens"] for i in idx)))
+PY
+}
+# One pair of runs, files suffixed with $1: the private pool, then a fresh kvtierd.
+pair() {
+  local n=$1
+  "$bin/kvtier" serve --model "$model" --port 8000 --max-model-len 20480 --kv-blocks 4096 \
+    >"$out/serve_gpu_only$n.log" 2>&1 &
+  local serve=$!
+  wait_http 8000
+  "$bin/kvtier" serve-bench "${bench[@]}" --port 8000 --requests-out "$out/gpu_only$n.jsonl" \
+    >"$out/gpu_only$n.json" 2>"$out/bench_gpu_only$n.err"
+  kill "$serve"; wait "$serve" 2>/dev/null || true
+  local kvd
+  kvd=$(mktemp -d /tmp/kvd.XXXXXX)
+  "$bin/kvtierd" --config "$here/configs/default.toml" --daemon.data_directory "$kvd" \
+    --daemon.socket_path "$kvd/s" --t0.enabled true --t0.capacity_bytes 8GiB --t1.capacity_bytes 32GiB \
+    --t1.slot_bytes 2MiB --t1.huge_pages off --t1.touch_threads 16 --t2.enabled true \
+    --t2.capacity_bytes 24GiB --daemon.max_working_slots 4096 \
+    --metrics.listen_address 127.0.0.1:9400 ${KVTIERD_FLAGS:-} >"$out/kvtierd$n.log" 2>&1 &
+  local daemon=$!
+  for _ in $(seq 120); do
+    [ -S "$kvd/s" ] && break
+    kill -0 "$daemon" 2>/dev/null || { tail -3 "$out/kvtierd$n.log" >&2; exit 1; }  # it refused to start
+    sleep 0.5
+  done
+  "$bin/kvtier" serve --model "$model" --port 8001 --max-model-len 20480 --daemon "$kvd/s" \
+    >"$out/serve_tiers$n.log" 2>&1 &
+  serve=$!
+  wait_http 8001
+  for _ in $(seq 40); do grep -q 'bytes usable' "$out/kvtierd$n.log" && break; sleep 0.5; done  # T1 ready
+  "$bin/kvtier" serve-bench "${bench[@]}" --port 8001 --requests-out "$out/tiers$n.jsonl" \
+    >"$out/tiers$n.json" 2>"$out/bench_tiers$n.err"
+  python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9400/metrics', timeout=5).read().decode())" \
+    >"$out/kvtierd_metrics$n.txt"
+  kill "$serve" "$daemon"; wait 2>/dev/null || true
+  rm -rf "$kvd"
+}
 mkdir -p "$out"
-"$bin/kvtier" serve --model "$model" --port 8000 --max-model-len 20480 --kv-blocks 4096 \
-  >"$out/serve_gpu_only.log" 2>&1 &
-serve=$!
-wait_http 8000
-"$bin/kvtier" serve-bench "${bench[@]}" --port 8000 >"$out/gpu_only.json" 2>"$out/bench_gpu_only.err"
-kill "$serve"; wait "$serve" 2>/dev/null || true
-kvd=$(mktemp -d /tmp/kvd.XXXXXX)
-"$bin/kvtierd" --config "$here/configs/default.toml" --daemon.data_directory "$kvd" \
-  --daemon.socket_path "$kvd/s" --t0.enabled true --t0.capacity_bytes 8GiB --t1.capacity_bytes 32GiB \
-  --t1.slot_bytes 2MiB --t1.huge_pages off --t1.touch_threads 16 --t2.enabled true \
-  --t2.capacity_bytes 24GiB --daemon.max_working_slots 4096 \
-  --metrics.listen_address 127.0.0.1:9400 >"$out/kvtierd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 120); do
-  [ -S "$kvd/s" ] && break
-  kill -0 "$daemon" 2>/dev/null || { tail -3 "$out/kvtierd.log" >&2; exit 1; }  # it refused to start
-  sleep 0.5
+for n in $(seq "$runs"); do pair "$n"; done
+for n in $(seq "$runs"); do
+  summary "$out/gpu_only$n.json"
+  summary "$out/tiers$n.json"
+  by_request "$out/gpu_only$n.jsonl" "$out/tiers$n.jsonl"
 done
-"$bin/kvtier" serve --model "$model" --port 8001 --max-model-len 20480 --daemon "$kvd/s" \
-  >"$out/serve_tiers.log" 2>&1 &
-serve=$!
-wait_http 8001
-for _ in $(seq 40); do grep -q 'bytes usable' "$out/kvtierd.log" && break; sleep 0.5; done  # T1 ready
-"$bin/kvtier" serve-bench "${bench[@]}" --port 8001 >"$out/tiers.json" 2>"$out/bench_tiers.err"
-python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9400/metrics', timeout=5).read().decode())" \
-  >"$out/kvtierd_metrics.txt"
-kill "$serve" "$daemon"; wait 2>/dev/null || true
-rm -rf "$kvd"
-summary "$out/gpu_only.json"
-summary "$out/tiers.json"
