@@ -4,7 +4,6 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <limits>
 #include <utility>
 
 #include "common/log.h"
@@ -221,19 +220,13 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   }
   const auto hit = wanted.subspan(0, where->hit_blocks);
   if (loader_ != nullptr && to_load > 0) {
-    const size_t n =
-        LeadingBlocksToLoad(absl::MakeConstSpan(where->tiers).subspan(0, where->hit_blocks),
-                            options_.tier, RoomToLoad());
-    if (n == 0) {
+    if (!RoomToLoad(to_load)) {
       ++stats_.loads_deferred;
       return kPrefixLoading;  // asked again next step
     }
-    stats_.loads_partial += n < hit.size() ? 1 : 0;
-    TrimReserve();  // working slots this engine has no use for yet: the load needs the room
     st.looked.reset();
-    from.resize(n);
     st.load_from = std::move(from);
-    st.load_ticket = loader_->Start(std::vector<BlockKey>(hit.begin(), hit.begin() + n));
+    st.load_ticket = loader_->Start(std::vector<BlockKey>(hit.begin(), hit.end()));
     ++stats_.loads;
     return kPrefixLoading;
   }
@@ -241,48 +234,15 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   return LeaseRun(st, hit, from);
 }
 
-size_t LeadingBlocksToLoad(std::span<const TierMask> tiers, Tier pool, int64_t room) {
-  int64_t to_load = 0;
-  for (const TierMask t : tiers) to_load += (t & TierBit(pool)) == 0 ? 1 : 0;
-  if (to_load <= std::max<int64_t>(room, 0)) return tiers.size();
-  if (room < std::min(kMinLoadPiece, (to_load + 3) / 4)) return 0;
-  size_t n = 0;  // the leading blocks that bring `room` (those in the pool already come along)
-  for (int64_t brought = 0; n < tiers.size(); ++n) {
-    if ((tiers[n] & TierBit(pool)) != 0) continue;
-    if (brought == room) break;
-    ++brought;
-  }
-  return n;
-}
-
-void DaemonKvBlocks::FreeSlots(std::span<const uint32_t> free) {
-  for (size_t at = 0; at < free.size(); at += kMaxPerCall) {
-    const size_t n = std::min(kMaxPerCall, free.size() - at);
-    const KvCallTimer timer(stats_, KvCall::kFree);
-    absl::StatusOr<std::vector<BlockCode>> r =
-        client_->FreeWorking(options_.tier, free.subspan(at, n));
-    if (!r.ok()) Fail(r.status());
-  }
-  stats_.working_freed += static_cast<int64_t>(free.size());
-}
-
-void DaemonKvBlocks::TrimReserve() {
-  const auto keep = static_cast<size_t>(std::max<int64_t>(growth_reserve_, 0));
-  if (reserve_.size() <= keep) return;
-  FreeSlots(std::span<const uint32_t>(reserve_).subspan(keep));
-  reserve_.resize(keep);
-}
-
-int64_t DaemonKvBlocks::RoomToLoad() const {
+bool DaemonKvBlocks::RoomToLoad(int64_t slots) const {
   int64_t held = 0;  // slots of the pool this engine holds (leased or working), its reserve apart
   for (const auto& [id, st] : states_) {
     held += static_cast<int64_t>(st.holds.size() + st.pending_slots.size());
   }
-  // Nothing of ours to wait for: load what the pool takes.
-  if (held == 0) return std::numeric_limits<int64_t>::max();
-  // The running sequences' growth, and a first chunk after the load; the reserve beyond that
-  // growth goes back to kvtierd when the load starts (TrimReserve).
-  return num_slots_ - held - growth_reserve_ - kLoadHeadroom;
+  if (held == 0) return true;  // nothing of ours to wait for: load what the pool takes
+  // The reserve serves the running sequences' growth first; a first chunk needs a few more.
+  const int64_t growth = std::max<int64_t>(growth_reserve_, static_cast<int64_t>(reserve_.size()));
+  return held + slots + growth + kLoadHeadroom <= num_slots_;
 }
 
 int64_t DaemonKvBlocks::LoadedPrefix(State& st) {
@@ -515,7 +475,14 @@ void DaemonKvBlocks::Release(Sequence& seq) {
     for (size_t i = 0; i < st.pending_slots.size(); ++i) leased.push_back(st.keys[i]);
     ReleaseKeys(leased);
     if (st.load_ticket != 0) loader_->Finish(st.load_ticket);
-    FreeSlots(free);
+    for (size_t at = 0; at < free.size(); at += kMaxPerCall) {
+      const size_t n = std::min(kMaxPerCall, free.size() - at);
+      const KvCallTimer timer(stats_, KvCall::kFree);
+      absl::StatusOr<std::vector<BlockCode>> r =
+          client_->FreeWorking(options_.tier, absl::MakeConstSpan(free).subspan(at, n));
+      if (!r.ok()) Fail(r.status());
+    }
+    stats_.working_freed += static_cast<int64_t>(free.size());
     states_.erase(it);
   }
   if (pending_owner_ == seq.id()) pending_owner_ = 0;

@@ -14,11 +14,7 @@
 //   only when the pool holds the blocks it brings beside what this engine holds and the running
 //   sequences' growth (SetGrowthReserve), or when this engine holds nothing: a load into a pool
 //   full of running sequences' blocks fails part way (kvtierd cannot evict them), and the part
-//   that did not come is computed again although T1 had it. When the whole prefix does not fit
-//   but a good part of it does, that leading part loads now and the sequence is admitted with it,
-//   the rest computed: a hit never waits for more room than a miss of the same prompt, whose
-//   first chunk starts as soon as it fits (waiting for room for all of it was what made hits
-//   slower than misses under load, docs/benchmarks.md).
+//   that did not come is computed again although T1 had it.
 // - New blocks go into working slots (protocol v3 work_take), kept in a reserve: CanTake tops it
 //   up from the daemon (within daemon.max_working_slots), Release returns a sequence's unpublished
 //   slots to it (reserve_max at most; the rest are freed).
@@ -101,7 +97,6 @@ struct DaemonKvBlocksStats {
   int64_t working_taken = 0;       // working slots taken from the daemon
   int64_t working_freed = 0;       // working slots given back
   int64_t loads_deferred = 0;      // times a load waited for room in the pool before it started
-  int64_t loads_partial = 0;       // loads of the leading part of a prefix, the rest computed
   double call_ms[kKvCalls] = {};   // host time in each kind of call, by KvCall
 };
 
@@ -121,17 +116,6 @@ class KvCallTimer {
   KvCall call_;
   std::chrono::steady_clock::time_point start_;
 };
-
-// A prefix that does not all fit beside the running sequences loads the leading part that does
-// when that brings at least this many blocks, or a quarter of what is to load: the rest is
-// computed, as a miss of the same prompt would be. With less room it waits.
-inline constexpr int64_t kMinLoadPiece = 16;
-
-// How many leading blocks of a prefix hit to load into the pool's tier `pool` now (tiers[i]:
-// where the lookup found block i; `room`: RoomToLoad). All of them when those not in `pool` fit
-// in room; else the leading blocks that bring `room` blocks when that is at least kMinLoadPiece
-// or a quarter of what is to load (the blocks already in `pool` among them come along); else 0.
-size_t LeadingBlocksToLoad(std::span<const TierMask> tiers, Tier pool, int64_t room);
 
 class DaemonKvBlocks final : public KvBlocks {
  public:
@@ -206,14 +190,8 @@ class DaemonKvBlocks final : public KvBlocks {
   // CachedPrefixBlocks of a sequence whose prefix the loader has: kPrefixLoading until it is
   // done, then its run leased here.
   int64_t LoadedPrefix(State& st);
-  // The slots a load may bring into the pool now: what this engine's sequences do not hold, less
-  // the running sequences' growth and kLoadHeadroom; no limit when they hold nothing. (The reserve
-  // of working slots beyond that growth is given back when the load starts: TrimReserve.)
-  int64_t RoomToLoad() const;
-  // Gives the reserve's working slots beyond the running sequences' growth back to kvtierd.
-  void TrimReserve();
-  // FreeWorking of `slots`, in batches.
-  void FreeSlots(std::span<const uint32_t> slots);
+  // Whether a load that brings `slots` blocks into the pool should start now (the class comment).
+  bool RoomToLoad(int64_t slots) const;
   // Whether st.looked is recent enough to use (kLookupFreshSteps).
   bool Fresh(const State& st) const;
   // Hashes and publishes what Commit queued (EndStep, and Release before it gives slots back).

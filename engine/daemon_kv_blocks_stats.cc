@@ -23,12 +23,11 @@ std::string FormatStats(const DaemonKvBlocksStats& s) {
     ms += fmt::format("{}{} {:.1f}", i == 0 ? "" : ", ", kNames[i], s.call_ms[i]);
   }
   return fmt::format(
-      "lookups {} in {} batches, loads {} ({} of a leading part; deferred {}), leased {}, attached "
-      "{}, published {} in {} calls (already present {}), working taken {} freed {}; ms in calls: "
-      "{}",
-      s.lookups, s.lookup_batches, s.loads, s.loads_partial, s.loads_deferred, s.leased_blocks,
-      s.attached_blocks, s.published, s.publish_calls, s.already_present, s.working_taken,
-      s.working_freed, ms);
+      "lookups {} in {} batches, loads {} (deferred {}), leased {}, attached {}, published {} in "
+      "{} calls "
+      "(already present {}), working taken {} freed {}; ms in calls: {}",
+      s.lookups, s.lookup_batches, s.loads, s.loads_deferred, s.leased_blocks, s.attached_blocks,
+      s.published, s.publish_calls, s.already_present, s.working_taken, s.working_freed, ms);
 }
 
 }  // namespace kvtier::engine

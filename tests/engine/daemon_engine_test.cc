@@ -239,52 +239,6 @@ TEST_F(DaemonEngineTest, APrefixLoadWaitsForRoomBesideRunningSequences) {
   EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
 }
 
-// A prefix that does not all fit beside the running sequences loads the leading part that does
-// (DaemonKvBlocks::BlocksToLoadNow) while they run, instead of waiting for them to end; the
-// request is admitted with that part and computes the rest, with the same tokens.
-TEST_F(DaemonEngineTest, APrefixTooLargeForTheRoomLoadsTheLeadingPartThatFits) {
-  auto model = CpuModel::Load(kModel);
-  ASSERT_TRUE(model.ok()) << model.status();
-  // 72 slots: beside two running sequences of 15-16 blocks, their growth (0-2) and the headroom
-  // (32), 6-10 of the 12 blocks to load fit; a quarter of them (3) is enough to start.
-  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "576KiB"));
-  auto d = CreateDaemonEngine(model->get(), nullptr, Options("a"));
-  ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
-  const std::vector<int32_t> spilled = Prompt(200, 100);
-  const RequestOutput first = SpillPastT1(*d->engine, spilled);
-  RequestOptions o;
-  o.max_tokens = 20;
-  o.ignore_eos = true;
-  for (int32_t seed : {7, 8}) ASSERT_NE(d->engine->Add(Prompt(230, seed), o).value_or(0), 0u);
-  for (int i = 0; i < 2000 && d->engine->scheduler().num_running() < 2; ++i) {
-    ASSERT_TRUE(d->engine->Step().ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_EQ(d->engine->scheduler().num_running(), 2u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor makes room again
-  o.max_tokens = 4;
-  const uint64_t again = d->engine->Add(spilled, o).value_or(0);
-  ASSERT_NE(again, 0u);
-  for (int i = 0; i < 2000 && d->blocks->stats().loads == 0; ++i) {
-    auto step = d->engine->Step();
-    ASSERT_TRUE(step.ok()) << step.status();
-    if (step->waiting_for_room) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_EQ(d->engine->scheduler().num_running(), 2u) << "loaded while both ran";
-  EXPECT_EQ(d->blocks->stats().loads_partial, 1) << FormatStats(d->blocks->stats());
-  auto done = d->engine->RunUntilIdle();
-  ASSERT_TRUE(done.ok()) << done.status();
-  for (const RequestOutput& r : *done) {
-    EXPECT_EQ(r.preemptions, 0) << "request " << r.id;
-    if (r.id != again) continue;
-    EXPECT_EQ(r.tokens, first.tokens);
-    const int64_t below = r.prompt_cached_from[2] + r.prompt_cached_from[3];
-    EXPECT_GT(below, 0) << "a part of its prefix came from below";
-    EXPECT_LT(r.prompt_cached_tokens, 12 * kBlockTokens) << "the rest was computed";
-  }
-  EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
-}
-
 TEST_F(DaemonEngineTest, WrongSlotSizeNamesTheFlagToUse) {
   auto model = CpuModel::Load(kModel);
   ASSERT_TRUE(model.ok()) << model.status();

@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -146,30 +145,6 @@ class DaemonKvBlocksTest : public ::testing::Test {
   std::unique_ptr<LlmEngine> engine_;
   DaemonKvBlocks* blocks_ = nullptr;  // engine_'s
 };
-
-// What of a prefix hit loads now (LeadingBlocksToLoad): all of it when what it brings fits; else
-// the leading part that brings `room` blocks when that is kMinLoadPiece or a quarter of the load;
-// else nothing. Blocks already in the pool's tier come along without counting.
-TEST(LeadingBlocksToLoad, LoadsWhatFitsWhenThatIsAGoodPart) {
-  const TierMask t0 = TierBit(Tier::kT0), t1 = TierBit(Tier::kT1), t2 = TierBit(Tier::kT2);
-  const std::vector<TierMask> in_t1(100, t1);
-  EXPECT_EQ(LeadingBlocksToLoad(in_t1, Tier::kT0, std::numeric_limits<int64_t>::max()), 100u);
-  EXPECT_EQ(LeadingBlocksToLoad(in_t1, Tier::kT0, 100), 100u);
-  EXPECT_EQ(LeadingBlocksToLoad(in_t1, Tier::kT0, 99), 99u);
-  EXPECT_EQ(LeadingBlocksToLoad(in_t1, Tier::kT0, kMinLoadPiece), size_t{kMinLoadPiece});
-  EXPECT_EQ(LeadingBlocksToLoad(in_t1, Tier::kT0, kMinLoadPiece - 1), 0u) << "too little: waits";
-  EXPECT_EQ(LeadingBlocksToLoad(in_t1, Tier::kT0, 0), 0u);
-  EXPECT_EQ(LeadingBlocksToLoad(in_t1, Tier::kT0, -40), 0u);
-  const std::vector<TierMask> twelve(12, t2);  // a quarter of 12 is 3
-  EXPECT_EQ(LeadingBlocksToLoad(twelve, Tier::kT1, 3), 3u);
-  EXPECT_EQ(LeadingBlocksToLoad(twelve, Tier::kT1, 2), 0u);
-  // Blocks in the pool already come along with the ones that fit; a hit all there loads at once.
-  const std::vector<TierMask> mixed = {t0, t1, t0 | t1, t1, t2, t1, t0, t1};
-  EXPECT_EQ(LeadingBlocksToLoad(mixed, Tier::kT0, 2), 4u);  // up to the t2, the third to bring
-  EXPECT_EQ(LeadingBlocksToLoad(mixed, Tier::kT0, 4), 7u);  // the t0 after the fourth comes too
-  EXPECT_EQ(LeadingBlocksToLoad(mixed, Tier::kT0, 5), 8u);
-  EXPECT_EQ(LeadingBlocksToLoad(std::vector<TierMask>(9, t0), Tier::kT0, -1), 9u);
-}
 
 TEST_F(DaemonKvBlocksTest, TokensEqualAPrivatePoolsAndAnotherEngineHitsThePublishedBlocks) {
   StartDaemon("256");
