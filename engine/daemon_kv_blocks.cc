@@ -161,31 +161,40 @@ const std::vector<BlockKey>* DaemonKvBlocks::KeysUpTo(Sequence& seq, State& st, 
   return &st.keys;
 }
 
-void DaemonKvBlocks::DropPending(uint64_t id) {
+void DaemonKvBlocks::DropLeases(uint64_t id) {
   auto it = states_.find(id);
-  if (it == states_.end()) return;
+  if (it == states_.end() || it->second.pending_slots.empty()) return;
   State& st = it->second;
-  if (st.load_ticket != 0) loader_->Finish(std::exchange(st.load_ticket, 0));
-  if (st.pending_slots.empty()) return;
   ReleaseKeys(std::vector<BlockKey>(
       st.keys.begin(), st.keys.begin() + static_cast<ptrdiff_t>(st.pending_slots.size())));
   st.pending_slots.clear();
   st.pending_from.clear();
 }
 
+bool DaemonKvBlocks::DropLoad() {
+  if (loading_ == 0) return false;
+  auto it = states_.find(std::exchange(loading_, 0));
+  if (it == states_.end() || it->second.load_ticket == 0) return false;
+  loader_->Finish(std::exchange(it->second.load_ticket, 0));
+  it->second.load_from.clear();
+  return true;
+}
+
 bool DaemonKvBlocks::GiveBackUnadmitted() {
-  if (pending_owner_ == 0) return false;
-  auto it = states_.find(pending_owner_);
-  if (it == states_.end()) return false;
-  const bool held = !it->second.pending_slots.empty() || it->second.load_ticket != 0;
-  DropPending(std::exchange(pending_owner_, 0));
-  return held;
+  bool held = false;
+  if (pending_owner_ != 0) {
+    auto it = states_.find(pending_owner_);
+    held = it != states_.end() && !it->second.pending_slots.empty();
+    DropLeases(std::exchange(pending_owner_, 0));
+  }
+  return DropLoad() || held;
 }
 
 int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   // One sequence at a time waits with a leased prefix (the one the scheduler tries to admit):
   // leases kept for sequences pushed back in the queue would pin the tier until it is all ours.
-  if (pending_owner_ != 0 && pending_owner_ != seq.id()) DropPending(pending_owner_);
+  // (A load in flight is another matter: it goes on while the scheduler admits those behind it.)
+  if (pending_owner_ != 0 && pending_owner_ != seq.id()) DropLeases(pending_owner_);
   pending_owner_ = seq.id();
   State& st = states_[seq.id()];
   if (!st.pending_slots.empty()) return static_cast<int64_t>(st.pending_slots.size());
@@ -220,18 +229,29 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   }
   const auto hit = wanted.subspan(0, where->hit_blocks);
   if (loader_ != nullptr && to_load > 0) {
-    if (!RoomToLoad(to_load)) {
+    if (!LoaderFree() || !RoomToLoad(to_load)) {
       ++stats_.loads_deferred;
-      return kPrefixLoading;  // asked again next step
+      return kPrefixWaitsForRoom;  // asked again next step
     }
     st.looked.reset();
     st.load_from = std::move(from);
     st.load_ticket = loader_->Start(std::vector<BlockKey>(hit.begin(), hit.end()));
+    loading_ = seq.id();
     ++stats_.loads;
     return kPrefixLoading;
   }
   st.looked.reset();
   return LeaseRun(st, hit, from);
+}
+
+bool DaemonKvBlocks::LoaderFree() {
+  if (loading_ == 0) return true;
+  const State& st = states_.at(loading_);
+  if (!loader_->Poll(st.load_ticket).done) return false;
+  // Done, but its sequence is no longer first in the queue (another was preempted in front of
+  // it, say) and nobody took it: give it back, so that loads cannot wait on each other.
+  DropLoad();
+  return true;
 }
 
 bool DaemonKvBlocks::RoomToLoad(int64_t slots) const {
@@ -256,6 +276,7 @@ int64_t DaemonKvBlocks::LoadedPrefix(State& st) {
   }
   loader_->Finish(std::exchange(st.load_ticket, 0));  // after ours: nothing evicted them between
   st.load_from.clear();
+  loading_ = 0;
   return run;
 }
 
@@ -475,6 +496,7 @@ void DaemonKvBlocks::Release(Sequence& seq) {
     for (size_t i = 0; i < st.pending_slots.size(); ++i) leased.push_back(st.keys[i]);
     ReleaseKeys(leased);
     if (st.load_ticket != 0) loader_->Finish(st.load_ticket);
+    if (loading_ == seq.id()) loading_ = 0;
     for (size_t at = 0; at < free.size(); at += kMaxPerCall) {
       const size_t n = std::min(kMaxPerCall, free.size() - at);
       const KvCallTimer timer(stats_, KvCall::kFree);

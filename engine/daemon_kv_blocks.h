@@ -9,12 +9,14 @@
 //   They are read only: the engine computes from the end of the prefix on.
 // - With a PrefixLoader (SetLoader), a prefix that is not all in the pool's tier yet is leased on
 //   the loader's connection and thread first: CachedPrefixBlocks answers kPrefixLoading until
-//   kvtierd has promoted it, and the engine's steps go on meanwhile; then the run is leased here
-//   (a hit in the pool's tier, no copy) and the loader gives its own leases back. A load starts
-//   only when the pool holds the blocks it brings beside what this engine holds and the running
-//   sequences' growth (SetGrowthReserve), or when this engine holds nothing: a load into a pool
-//   full of running sequences' blocks fails part way (kvtierd cannot evict them), and the part
-//   that did not come is computed again although T1 had it.
+//   kvtierd has promoted it, and the engine's steps go on meanwhile (the scheduler admits the
+//   sequences behind it too); then the run is leased here (a hit in the pool's tier, no copy)
+//   and the loader gives its own leases back. One load at a time. A load starts only when the
+//   pool holds the blocks it brings beside what this engine holds and the running sequences'
+//   growth (SetGrowthReserve), or when this engine holds nothing: a load into a pool full of
+//   running sequences' blocks fails part way (kvtierd cannot evict them), and the part that did
+//   not come is computed again although T1 had it. Until it may start, CachedPrefixBlocks answers
+//   kPrefixWaitsForRoom.
 // - New blocks go into working slots (protocol v3 work_take), kept in a reserve: CanTake tops it
 //   up from the daemon (within daemon.max_working_slots), Release returns a sequence's unpublished
 //   slots to it (reserve_max at most; the rest are freed).
@@ -151,7 +153,7 @@ class DaemonKvBlocks final : public KvBlocks {
   absl::Status status() const override { return status_; }
   // The tier's other blocks may be evicted, and other clients may give slots back.
   bool MayMakeRoomLater() const override { return true; }
-  // Releases the waiting sequence's leased prefix, or gives up its load.
+  // Releases the waiting sequence's leased prefix, and gives up the load in flight.
   bool GiveBackUnadmitted() override;
   void SetGrowthReserve(int64_t slots) override { growth_reserve_ = slots; }
 
@@ -197,7 +199,12 @@ class DaemonKvBlocks final : public KvBlocks {
   // Hashes and publishes what Commit queued (EndStep, and Release before it gives slots back).
   void PublishQueued();
   // Gives back sequence id's leased prefix that no admission took.
-  void DropPending(uint64_t id);
+  void DropLeases(uint64_t id);
+  // Gives up the load in flight (the loader gives its leases back); false when there was none.
+  bool DropLoad();
+  // Whether a load may start: none is in flight, or the one in flight is done and nobody took it
+  // (dropped here). One at a time: the loader runs its jobs in order anyway.
+  bool LoaderFree();
   void Fail(const absl::Status& s);
   // A block queued by Commit: the sequence and its block table index.
   struct Queued {
@@ -215,6 +222,7 @@ class DaemonKvBlocks final : public KvBlocks {
   std::vector<uint32_t> reserve_;
   absl::flat_hash_map<uint64_t, State> states_;  // by sequence id
   uint64_t pending_owner_ = 0;                   // the sequence whose prefix is leased, or 0
+  uint64_t loading_ = 0;                         // the sequence whose prefix is loading, or 0
   uint64_t step_ = 0;                            // EndStep calls so far
   int64_t growth_reserve_ = 0;                   // SetGrowthReserve's
   std::vector<protocol::WorkPublishItem> queued_items_;  // Commit's, for EndStep

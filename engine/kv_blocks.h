@@ -44,14 +44,20 @@ class KvBlocks {
   // (DaemonKvBlocks with a PrefixLoader) starts only when the pool holds it beside them.
   virtual void SetGrowthReserve(int64_t slots) {}
 
-  // CachedPrefixBlocks' answer while the prefix is still on its way into the pool, or waits for
-  // room in it to start (DaemonKvBlocks with a PrefixLoader): ask again in a later step.
+  // CachedPrefixBlocks' answers for a prefix that must come into the pool first (DaemonKvBlocks
+  // with a PrefixLoader; ask again in a later step):
+  // - kPrefixLoading: on its way (a load in flight, which had room for it): the sequences behind
+  //   it may be admitted meanwhile;
+  // - kPrefixWaitsForRoom: not started; the pool does not hold it beside the running sequences
+  //   yet (or another load is in flight): nothing behind it is admitted, so the room comes to it.
   static constexpr int64_t kPrefixLoading = -1;
+  static constexpr int64_t kPrefixWaitsForRoom = -2;
 
   // ---- Can I ----
   // How many leading full blocks of `seq` (which holds no slots) are cached, at most
   // (num_tokens - 1) / block_tokens: at least one token is always left to compute, whose logits
-  // choose the next token. Or kPrefixLoading (only where MayMakeRoomLater).
+  // choose the next token. Or kPrefixLoading or kPrefixWaitsForRoom (only where
+  // MayMakeRoomLater).
   virtual int64_t CachedPrefixBlocks(Sequence& seq) = 0;
   // Slots that admitting `seq` with its first `cached` blocks from the cache and room for `end`
   // tokens would take from what CanTake counts.

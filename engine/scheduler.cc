@@ -52,9 +52,16 @@ StepPlan Scheduler::Schedule() {
   if (plan.preempted == 0 && plan.stalled == 0) {
     LookAhead(budget);
     blocks_.SetGrowthReserve(GrowthReserve());
-    while (!waiting_.empty() && budget > 0 &&
+    size_t next = 0;  // the first waiting sequence not passed over
+    while (next < waiting_.size() && budget > 0 &&
            running_.size() < static_cast<size_t>(options_.max_running)) {
-      if (!AdmitWaiting(budget, plan)) break;
+      const Admission a = AdmitWaiting(next, budget, plan);
+      if (a == Admission::kWait) break;
+      if (a == Admission::kLoading) {
+        ++next;  // its prefix is on its way (and had room): it keeps its place
+      } else if (next > 0) {
+        ++stats_.admitted_past_loading;
+      }
     }
   }
   plan.tokens = options_.max_step_tokens - budget;
@@ -106,30 +113,33 @@ void Scheduler::LookAhead(int64_t budget) const {
   if (!next.empty()) blocks_.LookAhead(next);
 }
 
-bool Scheduler::AdmitWaiting(int64_t& budget, StepPlan& plan) {
-  Sequence& seq = *waiting_.front();
+Scheduler::Admission Scheduler::AdmitWaiting(size_t i, int64_t& budget, StepPlan& plan) {
+  Sequence& seq = *waiting_[i];
   const int64_t cached = blocks_.CachedPrefixBlocks(seq);
-  if (cached == KvBlocks::kPrefixLoading) return false;  // the running ones go on meanwhile
+  if (cached == KvBlocks::kPrefixLoading) return Admission::kLoading;
+  if (cached == KvBlocks::kPrefixWaitsForRoom) return Admission::kWait;
   const int64_t start = cached * blocks_.block_tokens();
   int64_t n = std::min(seq.num_tokens() - start, budget);
   const int64_t spare = GrowthReserve();
   if (!blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n) + spare)) {
-    // Shrunk to what fits only when nothing runs (a prompt beyond the working-slot quota): a
-    // sliver admitted beside running sequences grows into room they need, and they preempt.
-    // (With nothing running there is no growth to reserve for.)
-    if (!blocks_.MayMakeRoomLater() || !running_.empty()) return false;
+    // Shrunk to what fits only when nothing runs or waits for a load (a prompt beyond the
+    // working-slot quota): a sliver admitted beside running sequences grows into room they need,
+    // and they preempt. (With nothing running there is no growth to reserve for.)
+    if (!blocks_.MayMakeRoomLater() || !running_.empty() || i > 0) return Admission::kWait;
     n = ChunkThatFits(seq, start, n);  // the rest of the prompt in later steps
-    if (n < 1 || !blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) return false;
+    if (n < 1 || !blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) {
+      return Admission::kWait;
+    }
   }
   blocks_.Admit(seq, cached, start + n);
   if (seq.preemptions() == 0) seq.set_prompt_cached_tokens(start);  // its first admission
   stats_.cached_tokens += start;
   seq.set_status(SequenceStatus::kRunning);
-  running_.push_back(std::move(waiting_.front()));
-  waiting_.pop_front();
+  running_.push_back(std::move(waiting_[i]));
+  waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(i));
   plan.chunks.push_back({.seq = &seq, .start = start, .n = n});
   budget -= n;
-  return true;
+  return Admission::kAdmitted;
 }
 
 int64_t Scheduler::ChunkThatFits(const Sequence& seq, int64_t start, int64_t n) const {

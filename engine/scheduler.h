@@ -18,9 +18,15 @@
 //  2. If nothing was preempted and no running sequence sat out, waiting sequences are admitted
 //     first come, first served while the budget, max_running and the pool allow: cached prefix
 //     blocks are attached (those tokens are not computed) and the first chunk of the rest is
-//     scheduled. The queue is never reordered: a sequence that does not fit, or whose prefix is
-//     still being promoted into the pool (KvBlocks::kPrefixLoading), stops admission. On KV
-//     blocks that may make room later, a first chunk that does not fit whole shrinks to the
+//     scheduled. A sequence that does not fit, or whose prefix waits for room to be promoted
+//     into the pool (KvBlocks::kPrefixWaitsForRoom), stops admission. One whose prefix is on its
+//     way into the pool (KvBlocks::kPrefixLoading: a load in flight, from a lower tier) keeps
+//     its place, and those behind it may be admitted meanwhile: a prefix read from a disk takes
+//     longer than the short prompts behind it take to run (vLLM passes over requests waiting for
+//     remote KV the same way). Its load started only with room for it and a first chunk beside
+//     the running sequences; if those admitted meanwhile took that room, it waits for room once
+//     loaded, and then nothing passes it.
+//     On KV blocks that may make room later, a first chunk that does not fit whole shrinks to the
 //     slots there are only when nothing runs (a prompt beyond the daemon's working-slot quota);
 //     beside running sequences it waits, as on a private pool.
 //     On KV blocks that may make room later, an admission also leaves the slots the running
@@ -88,7 +94,8 @@ struct SchedulerStats {
   int64_t computed_tokens = 0;  // run through the model
   int64_t cached_tokens = 0;    // taken from the prefix cache at admission
   int64_t preemptions = 0;
-  int64_t prefixes_given_back = 0;  // waiting prefixes given back for a running sequence's room
+  int64_t prefixes_given_back = 0;    // waiting prefixes given back for a running sequence's room
+  int64_t admitted_past_loading = 0;  // admissions past a sequence whose prefix was loading
 };
 
 class Scheduler {
@@ -127,8 +134,9 @@ class Scheduler {
  private:
   // Step 1 for running_[i]; false when it was preempted itself (nothing more runs this step).
   bool ScheduleRunning(size_t i, int64_t& budget, StepPlan& plan);
-  // Step 2 for the front of waiting_; false when it does not fit.
-  bool AdmitWaiting(int64_t& budget, StepPlan& plan);
+  // Step 2 for waiting_[i], the sequences before it passed over (their prefixes loading).
+  enum class Admission : uint8_t { kAdmitted, kLoading, kWait };
+  Admission AdmitWaiting(size_t i, int64_t& budget, StepPlan& plan);
   // Moves running_.back() to the front of waiting_, its blocks released.
   // Tells the KV blocks which waiting sequences this step may admit, so a daemon looks them up in
   // one round trip: from the front, until their prompts fill the step's token budget (a cached

@@ -190,6 +190,36 @@ TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
   EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
 }
 
+// While a prefix found in T2 is promoted on the loader, a short request that came after it is
+// admitted and runs (Scheduler: a loading prefix keeps its place, those behind it go on); the
+// first then runs with its prefix from below and its first run's tokens.
+TEST_F(DaemonEngineTest, AShortRequestBehindALoadingPrefixRunsMeanwhile) {
+  auto model = CpuModel::Load(kModel);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
+  auto d = CreateDaemonEngine(model->get(), nullptr, Options("a"));
+  ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
+  const std::vector<int32_t> spilled = Prompt(200, 100);
+  const RequestOutput first = SpillPastT1(*d->engine, spilled);
+  RequestOptions o;
+  o.max_tokens = 4;
+  o.ignore_eos = true;
+  const uint64_t again = d->engine->Add(spilled, o).value_or(0);
+  const uint64_t behind = d->engine->Add(Prompt(20, 9), o).value_or(0);
+  ASSERT_NE(again, 0u);
+  ASSERT_NE(behind, 0u);
+  auto step = d->engine->Step();
+  ASSERT_TRUE(step.ok()) << step.status();
+  ASSERT_EQ(step->tokens.size(), 1u);
+  EXPECT_EQ(step->tokens[0].id, behind) << "admitted while the first one's prefix loads";
+  EXPECT_EQ(d->blocks->stats().loads, 1);
+  EXPECT_EQ(d->engine->scheduler().stats().admitted_past_loading, 1);
+  auto done = d->engine->RunUntilIdle();
+  ASSERT_TRUE(done.ok()) << done.status();
+  ExpectServedFromBelow(*done, again, first);
+  EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
+}
+
 // A load starts only when the pool holds it beside the running sequences (DaemonKvBlocks::
 // RoomToLoad): beside two that hold half of T1 it waits, and they never preempt; when they are
 // done it loads, and gives the same tokens.

@@ -253,8 +253,13 @@ class RoomLaterBlocks final : public KvBlocks {
   RoomLaterBlocks(int32_t slots, int32_t withheld)
       : pool_(slots, kBt, BlockKey{}), withheld_(withheld) {}
   void Give() { withheld_ = 0; }
-  // The next `n` prefix questions answer kPrefixLoading (a prefix on its way into the pool).
-  void LoadFor(int n) { loading_ = n; }
+  // The next `n` prefix questions about sequence `id` answer `answer` (kPrefixLoading: a prefix on
+  // its way into the pool; kPrefixWaitsForRoom: one waiting for room to start).
+  void LoadFor(uint64_t id, int n, int64_t answer = kPrefixLoading) {
+    loading_id_ = id;
+    loading_ = n;
+    loading_answer_ = answer;
+  }
   // Each prefix question of a sequence with this id leases `slots` of the free ones (a prefix
   // promoted into the tier) until GiveBackUnadmitted or its admission.
   void LeasePrefixOf(uint64_t id, int32_t slots) {
@@ -270,9 +275,9 @@ class RoomLaterBlocks final : public KvBlocks {
   int32_t num_slots() const override { return pool_.num_slots(); }
   int32_t free_slots() const override { return pool_.free_slots() - withheld_; }
   int64_t CachedPrefixBlocks(Sequence& seq) override {
-    if (loading_ > 0) {
+    if (seq.id() == loading_id_ && loading_ > 0) {
       --loading_;
-      return kPrefixLoading;
+      return loading_answer_;
     }
     if (seq.id() == leasing_id_ && leased_ == 0) {
       leased_ = lease_slots_;
@@ -299,7 +304,9 @@ class RoomLaterBlocks final : public KvBlocks {
  private:
   BlockManager pool_;
   int32_t withheld_;
+  uint64_t loading_id_ = 0;
   int loading_ = 0;
+  int64_t loading_answer_ = kPrefixLoading;
   uint64_t leasing_id_ = 0;
   int32_t lease_slots_ = 0, leased_ = 0;
 };
@@ -378,9 +385,9 @@ TEST(RoomLaterAdmissionTest, AnAdmissionLeavesTheSlotARunningDecodeNeedsNext) {
   EXPECT_EQ(scheduler.stats().preemptions, 0);
 }
 
-// A waiting sequence whose prefix is still loading is not admitted (nor anything behind it), and
-// the running ones go on meanwhile; once loaded it is admitted.
-TEST(RoomLaterAdmissionTest, APrefixStillLoadingWaitsWhileTheRunningOnesGoOn) {
+// A waiting sequence whose prefix is still loading is not admitted, and keeps its place: the
+// running ones go on meanwhile, and the one behind it is admitted; once loaded it is admitted.
+TEST(RoomLaterAdmissionTest, ASequenceBehindALoadingPrefixIsAdmittedMeanwhile) {
   RoomLaterBlocks blocks(8, 0);
   Scheduler scheduler(Opts(64), blocks);
   auto add = [&](uint64_t id, int32_t max_tokens) { AddRequest(scheduler, id, 3, max_tokens); };
@@ -388,9 +395,36 @@ TEST(RoomLaterAdmissionTest, APrefixStillLoadingWaitsWhileTheRunningOnesGoOn) {
   StepPlan plan = scheduler.Schedule();
   ASSERT_EQ(plan.chunks.size(), 1u);
   scheduler.Update(plan, std::vector<int32_t>{7});
+  add(2, 4);
+  add(3, 4);
+  blocks.LoadFor(2, 2);
+  plan = scheduler.Schedule();
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
+  EXPECT_EQ(plan.chunks[1].seq->id(), 3u) << "admitted past the loading one";
+  scheduler.Update(plan, std::vector<int32_t>{7, 7});
+  EXPECT_EQ(scheduler.stats().admitted_past_loading, 1);
+  plan = scheduler.Schedule();  // 2 still loading: the two running go on
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  scheduler.Update(plan, std::vector<int32_t>{7, 7});
+  EXPECT_EQ(scheduler.num_waiting(), 1u);
+  plan = scheduler.Schedule();  // loaded
+  ASSERT_EQ(plan.chunks.size(), 3u);
+  EXPECT_EQ(plan.chunks[2].seq->id(), 2u);
+}
+
+// A waiting sequence whose prefix waits for room to load stops admission: nothing behind it is
+// admitted (the room comes to it first).
+TEST(RoomLaterAdmissionTest, APrefixWaitingForRoomStopsAdmission) {
+  RoomLaterBlocks blocks(8, 0);
+  Scheduler scheduler(Opts(64), blocks);
+  auto add = [&](uint64_t id, int32_t max_tokens) { AddRequest(scheduler, id, 3, max_tokens); };
+  add(1, 8);
+  StepPlan plan = scheduler.Schedule();
+  scheduler.Update(plan, std::vector<int32_t>{7});
   add(2, 2);
   add(3, 2);
-  blocks.LoadFor(2);
+  blocks.LoadFor(2, 2, KvBlocks::kPrefixWaitsForRoom);
   for (int i = 0; i < 2; ++i) {
     plan = scheduler.Schedule();
     ASSERT_EQ(plan.chunks.size(), 1u) << "step " << i;
@@ -399,7 +433,8 @@ TEST(RoomLaterAdmissionTest, APrefixStillLoadingWaitsWhileTheRunningOnesGoOn) {
   }
   EXPECT_EQ(scheduler.num_waiting(), 2u);
   plan = scheduler.Schedule();
-  EXPECT_EQ(plan.chunks.size(), 3u);  // loaded: 2 is admitted, and 3 behind it
+  EXPECT_EQ(plan.chunks.size(), 3u);  // 2 is admitted, and 3 behind it
+  EXPECT_EQ(scheduler.stats().admitted_past_loading, 0);
 }
 
 // A waiting sequence's prefix leased into the tier but not admitted (no room for the rest of it)
