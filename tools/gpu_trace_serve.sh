@@ -45,7 +45,8 @@ print("  engine thread s: schedule %.1f forward %.1f update %.1f room_wait %.1f;
 PY
 }
 # TTFT request by request in one pair of runs: the requests the tiers served mostly (>= half the
-# prompt) from cache, and the rest, each group's TTFT p50 in both runs (same requests, same order).
+# prompt) from cache (split by whether any of it came from T2 or T3: usage's kvtier_cached_from),
+# and the rest, each group's TTFT p50 in both runs (same requests, same order).
 by_request() {
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -54,8 +55,12 @@ gpu, tiers = load(sys.argv[1]), load(sys.argv[2])
 def p50(xs):
     xs = sorted(x for x in xs if x is not None)
     return xs[(len(xs) - 1) // 2] if xs else float("nan")
-for name, keep in (("mostly cached", lambda t: 2 * t["cached_tokens"] >= t["prompt_tokens"]),
-                   ("the rest", lambda t: 2 * t["cached_tokens"] < t["prompt_tokens"])):
+mostly = lambda t: 2 * t["cached_tokens"] >= t["prompt_tokens"]
+t2 = lambda t: t.get("cached_from", {}).get("t2", 0) + t.get("cached_from", {}).get("t3", 0) > 0
+for name, keep in (("mostly cached", mostly),
+                   ("  none from T2", lambda t: mostly(t) and not t2(t)),
+                   ("  some from T2", lambda t: mostly(t) and t2(t)),
+                   ("the rest", lambda t: not mostly(t))):
     idx = [i for i, t in enumerate(tiers) if keep(t)]
     print("  %-13s by the tiers: %2d requests, TTFT p50 GPU-only %.2f s, tiers %.2f s; cached GPU-only %d, tiers %d"
           % (name, len(idx), p50(gpu[i]["ttft_s"] for i in idx), p50(tiers[i]["ttft_s"] for i in idx),

@@ -507,6 +507,48 @@ TEST_F(ServeBenchTest, EveryKindOfBadStreamIsCountedAsItsKind) {
       << r["first_errors"][4];
 }
 
+// The usage's counts are checked before use: kvtier serve's kvtier_cached_from is kept per
+// request (--requests-out), and a count of the wrong type or out of range counts as missing
+// (a stream whose completion_tokens is unusable has no usage), never as a crash.
+TEST_F(ServeBenchTest, UsageCountsAreKeptByTierAndBadOnesCountAsMissing) {
+  if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
+  using S = StandInServer;
+  const std::string content = S::kContent, last = S::kLast, done = S::kDone;
+  const std::string by_tier =
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":2,"
+      "\"prompt_tokens_details\":{\"cached_tokens\":4,\"kvtier_cached_from\":{\"engine\":0,"
+      "\"t0\":1,\"t1\":2,\"t2\":1,\"t3\":0}}}}\n\n";
+  const std::string wrong_types =
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":\"8\",\"completion_tokens\":2,"
+      "\"prompt_tokens_details\":{\"cached_tokens\":1e300,\"kvtier_cached_from\":{\"t1\":"
+      "[1],\"t2\":18446744073709551615}}}}\n\n";
+  const std::string unusable =
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":-0.5,"
+      "\"prompt_tokens_details\":\"none\"}}\n\n";
+  StandInServer server({{content + last + by_tier + done},
+                        {content + last + wrong_types + done},
+                        {content + last + unusable + done}});
+  const std::string lines = (TempRoot() / "by_tier.jsonl").string();
+  const ToolRun run =
+      RunBench({"--trace", RealTrace(), "--port", std::to_string(server.port()), "--vocab-size",
+                "1000", "--max-requests", "3", "--block-tokens", "4", "--time-scale", "0",
+                "--max-in-flight", "1", "--progress", "0", "--json", "--requests-out", lines});
+  ASSERT_EQ(run.exit_code, 3) << run.out << run.err;
+  const Json r = Json::parse(run.out);
+  EXPECT_EQ(r["ok"], 2);
+  EXPECT_EQ(r["errors"], Json({{"no usage", 1}}));
+  EXPECT_EQ(r["cached_tokens"], 4);  // the second stream's 1e300 is no count
+  std::vector<Json> req;
+  std::istringstream in(ReadAll(lines));
+  for (std::string line; std::getline(in, line);) req.push_back(Json::parse(line));
+  ASSERT_EQ(req.size(), 3u);
+  EXPECT_EQ(req[0]["cached_from"],
+            Json({{"engine", 0}, {"t0", 1}, {"t1", 2}, {"t2", 1}, {"t3", 0}}));
+  EXPECT_EQ(req[1]["cached_from"],
+            Json({{"engine", 0}, {"t0", 0}, {"t1", 0}, {"t2", 0}, {"t3", 0}}));
+  EXPECT_EQ(req[1]["cached_tokens"], 0);
+}
+
 TEST_F(ServeBenchTest, BrokenStreamsAreCountedAndMissingMetricsAreSaidNotFatal) {
   if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
   StandInServer server({{StandInServer::kContent, /*ends=*/false}});

@@ -407,6 +407,8 @@ TEST_F(ServeTest, RepeatedPromptIsServedFromThePrefixCache) {
   EXPECT_EQ(u1["prompt_tokens_details"]["cached_tokens"], 0);
   const int64_t prompt_tokens = u2["prompt_tokens"];
   const int64_t cached = u2["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_EQ(u2["prompt_tokens_details"]["kvtier_cached_from"]["engine"], cached)
+      << "a private pool's hits are the engine's own";
   EXPECT_GE(cached, prompt_tokens - 16) << u2.dump();
   EXPECT_GT(cached, 0);
   EXPECT_EQ(Json::parse(first.body)["choices"][0]["text"],
@@ -631,6 +633,10 @@ TEST_F(ServeTest, WithADaemonARepeatedPromptIsCountedAsServedFromT1) {
     const Json u = Json::parse(r.body)["usage"];
     cached[run] = u["prompt_tokens_details"]["cached_tokens"];
     prompt_tokens[run] = u["prompt_tokens"];
+    // The extension splits them by tier: the CPU backend attends in T1, so its hits are T1's.
+    EXPECT_EQ(u["prompt_tokens_details"]["kvtier_cached_from"],
+              Json({{"engine", 0}, {"t0", 0}, {"t1", cached[run]}, {"t2", 0}, {"t3", 0}}))
+        << u.dump();
   }
   EXPECT_EQ(cached[0], 0);
   EXPECT_GE(cached[1], prompt_tokens[1] - 16);

@@ -173,7 +173,8 @@ void EngineWorker::OnFinished(const engine::RequestOutput& out) {
   a.channel->Finish({.finish_reason = stop ? "stop" : "length",
                      .prompt_tokens = out.prompt_tokens,
                      .completion_tokens = a.tokens,
-                     .cached_tokens = cached});
+                     .cached_tokens = cached,
+                     .cached_from = out.prompt_cached_from});
 }
 
 void EngineWorker::FailAll(const absl::Status& status) {

@@ -7,7 +7,9 @@
 //                  the last content chunk carries finish_reason; with include_usage a final chunk
 //                  has "choices": [] and the usage (and every other chunk "usage": null).
 // usage: {"prompt_tokens", "completion_tokens", "total_tokens",
-//         "prompt_tokens_details": {"cached_tokens"}}.
+//         "prompt_tokens_details": {"cached_tokens", "kvtier_cached_from"}}; kvtier_cached_from
+// (an extension: clients ignore unknown fields) splits cached_tokens by where the cache held them:
+// {"engine": this server's own pool, "t0", "t1", "t2", "t3": kvtierd's tiers}.
 // Every body is dumped with invalid UTF-8 replaced, so a response is always valid JSON.
 #pragma once
 

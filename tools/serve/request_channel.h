@@ -7,6 +7,7 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -25,6 +26,9 @@ struct Completion {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens taken from the prefix cache
+  // cached_tokens by where the cache held them: this engine's own pool, T0, T1, T2, T3 (the
+  // engine's CacheSource order).
+  std::array<int64_t, 5> cached_from{};
 };
 
 class RequestChannel {

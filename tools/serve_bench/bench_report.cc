@@ -243,6 +243,12 @@ std::string RequestLines(const std::vector<SentRequest>& sent, const DriverResul
               {"latency_s", s.latency_s},
               {"completion_tokens", s.completion_tokens},
               {"cached_tokens", s.cached_tokens},
+              {"cached_from",
+               {{"engine", s.cached_from[0]},
+                {"t0", s.cached_from[1]},
+                {"t1", s.cached_from[2]},
+                {"t2", s.cached_from[3]},
+                {"t3", s.cached_from[4]}}},
               {"finish_reason", s.finish_reason}};
     out += j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   }

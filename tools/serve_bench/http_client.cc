@@ -97,13 +97,30 @@ class SseReader {
       r_->finish_reason = reason->get<std::string>();
   }
 
+  // A server's counts are checked before use: a field of another type (or one that does not fit
+  // an int64) counts as missing, never as an exception out of the coroutine.
+  static int64_t Count(const Json& obj, const char* key, int64_t missing) {
+    const auto it = obj.find(key);
+    if (it == obj.end()) return missing;
+    if (it->is_number_unsigned()) {
+      const uint64_t v = it->get<uint64_t>();
+      return v <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(v) : missing;
+    }
+    return it->is_number_integer() ? it->get<int64_t>() : missing;
+  }
+
   void Usage(const Json& usage) {
-    r_->prompt_tokens = usage.value("prompt_tokens", int64_t{-1});
-    r_->completion_tokens = usage.value("completion_tokens", int64_t{-1});
+    r_->prompt_tokens = Count(usage, "prompt_tokens", -1);
+    r_->completion_tokens = Count(usage, "completion_tokens", -1);
     const auto details = usage.find("prompt_tokens_details");
-    r_->cached_tokens = details != usage.end() && details->is_object()
-                            ? details->value("cached_tokens", int64_t{0})
-                            : 0;
+    const bool has = details != usage.end() && details->is_object();
+    r_->cached_tokens = has ? Count(*details, "cached_tokens", 0) : 0;
+    const auto from = has ? details->find("kvtier_cached_from") : usage.end();
+    if (!has || from == details->end() || !from->is_object()) return;
+    static constexpr const char* kSources[] = {"engine", "t0", "t1", "t2", "t3"};
+    for (size_t i = 0; i < r_->cached_from.size(); ++i) {
+      r_->cached_from[i] = Count(*from, kSources[i], 0);
+    }
   }
 
   StreamResult* r_;

@@ -17,6 +17,7 @@
 // clang-format off: <utility> must come first
 #include <boost/asio.hpp>
 // clang-format on
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -37,6 +38,9 @@ struct StreamResult {
   double latency_s = 0;        // from the start of the call to the end of the stream (or the error)
   std::vector<double> gaps_s;  // between consecutive content events
   int64_t prompt_tokens = -1, completion_tokens = -1, cached_tokens = -1;  // -1: no usage
+  // usage.prompt_tokens_details.kvtier_cached_from (kvtier serve's split of cached_tokens by
+  // where the cache held them): engine, T0, T1, T2, T3; zeros when the server gives none.
+  std::array<int64_t, 5> cached_from{};
   std::string finish_reason;
 
   bool ok() const { return error_kind.empty(); }
