@@ -116,6 +116,7 @@ absl::StatusOr<StepOutput> LlmEngine::Step() {
   const StepPlan plan = scheduler_->Schedule();
   const auto t1 = std::chrono::steady_clock::now();
   out.times.schedule_ms = MsBetween(t0, t1);
+  out.admission_held = plan.held;
   KVTIER_RETURN_IF_ERROR(blocks_->status());  // a daemon error while scheduling
   if (plan.empty()) {
     if (!scheduler_->idle() && blocks_->MayMakeRoomLater()) {

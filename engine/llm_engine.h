@@ -57,6 +57,8 @@ struct StepOutput {
   // (KvBlocks::MayMakeRoomLater: the daemon's tier is full), or the next one's prefix is still
   // being promoted into the pool (KvBlocks::kPrefixLoading): step again after a moment.
   bool waiting_for_room = false;
+  // Why the first waiting request was not admitted in this step (kNone: it was, or none waited).
+  AdmissionHeld admission_held = AdmissionHeld::kNone;
   // Where the step's time went, host clock: scheduling (the KV blocks' lookups, leases and the
   // daemon's promotions for admitted prefixes), the backend's forward and sampling, and the
   // update (committing filled blocks: their checksums and publish). For benchmarks and tracing.

@@ -49,21 +49,29 @@ StepPlan Scheduler::Schedule() {
     if (!ScheduleRunning(i, budget, plan)) break;
   }
   // A prefix admitted now would take slots of the tier the running sequences wait for.
-  if (plan.preempted == 0 && plan.stalled == 0) {
+  if (plan.preempted > 0 || plan.stalled > 0) {
+    if (!waiting_.empty()) plan.held = AdmissionHeld::kRunningWait;
+  } else {
     LookAhead(budget);
     blocks_.SetGrowthReserve(GrowthReserve());
     size_t next = 0;  // the first waiting sequence not passed over
-    while (next < waiting_.size() && budget > 0 &&
-           running_.size() < static_cast<size_t>(options_.max_running)) {
-      const Admission a = AdmitWaiting(next, budget, plan);
-      if (a == Admission::kWait) break;
-      if (a == Admission::kLoading) {
+    while (next < waiting_.size()) {
+      if (budget <= 0 || running_.size() >= static_cast<size_t>(options_.max_running)) {
+        if (next == 0) plan.held = AdmissionHeld::kLimit;
+        break;
+      }
+      const AdmissionHeld a = AdmitWaiting(next, budget, plan);
+      if (a != AdmissionHeld::kNone && next == 0) plan.held = a;  // the first one's reason
+      if (a == AdmissionHeld::kPrefixLoading) {
         ++next;  // its prefix is on its way (and had room): it keeps its place
+      } else if (a != AdmissionHeld::kNone) {
+        break;
       } else if (next > 0) {
         ++stats_.admitted_past_loading;
       }
     }
   }
+  if (plan.held != AdmissionHeld::kNone) ++stats_.held[static_cast<size_t>(plan.held)];
   plan.tokens = options_.max_step_tokens - budget;
   return plan;
 }
@@ -113,11 +121,11 @@ void Scheduler::LookAhead(int64_t budget) const {
   if (!next.empty()) blocks_.LookAhead(next);
 }
 
-Scheduler::Admission Scheduler::AdmitWaiting(size_t i, int64_t& budget, StepPlan& plan) {
+AdmissionHeld Scheduler::AdmitWaiting(size_t i, int64_t& budget, StepPlan& plan) {
   Sequence& seq = *waiting_[i];
   const int64_t cached = blocks_.CachedPrefixBlocks(seq);
-  if (cached == KvBlocks::kPrefixLoading) return Admission::kLoading;
-  if (cached == KvBlocks::kPrefixWaitsForRoom) return Admission::kWait;
+  if (cached == KvBlocks::kPrefixLoading) return AdmissionHeld::kPrefixLoading;
+  if (cached == KvBlocks::kPrefixWaitsForRoom) return AdmissionHeld::kPrefixRoom;
   const int64_t start = cached * blocks_.block_tokens();
   int64_t n = std::min(seq.num_tokens() - start, budget);
   const int64_t spare = GrowthReserve();
@@ -125,10 +133,10 @@ Scheduler::Admission Scheduler::AdmitWaiting(size_t i, int64_t& budget, StepPlan
     // Shrunk to what fits only when nothing runs or waits for a load (a prompt beyond the
     // working-slot quota): a sliver admitted beside running sequences grows into room they need,
     // and they preempt. (With nothing running there is no growth to reserve for.)
-    if (!blocks_.MayMakeRoomLater() || !running_.empty() || i > 0) return Admission::kWait;
+    if (!blocks_.MayMakeRoomLater() || !running_.empty() || i > 0) return AdmissionHeld::kRoom;
     n = ChunkThatFits(seq, start, n);  // the rest of the prompt in later steps
     if (n < 1 || !blocks_.CanTake(blocks_.SlotsToAdmit(seq, cached, start + n))) {
-      return Admission::kWait;
+      return AdmissionHeld::kRoom;
     }
   }
   blocks_.Admit(seq, cached, start + n);
@@ -139,7 +147,7 @@ Scheduler::Admission Scheduler::AdmitWaiting(size_t i, int64_t& budget, StepPlan
   waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(i));
   plan.chunks.push_back({.seq = &seq, .start = start, .n = n});
   budget -= n;
-  return Admission::kAdmitted;
+  return AdmissionHeld::kNone;
 }
 
 int64_t Scheduler::ChunkThatFits(const Sequence& seq, int64_t start, int64_t n) const {

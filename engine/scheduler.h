@@ -46,6 +46,7 @@
 // Thread-safety: not thread-safe; one owner (the engine loop). Add and Cancel between steps.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -81,11 +82,23 @@ struct ScheduledChunk {
   bool samples() const { return start + n == seq->num_tokens(); }
 };
 
+// Why the first waiting sequence was not admitted in a step (kNone: it was, or none waited).
+enum class AdmissionHeld : uint8_t {
+  kNone,
+  kRunningWait,    // a running sequence sat out or was preempted: nothing is admitted in the step
+  kLimit,          // no token budget left, or max_running sequences run
+  kPrefixLoading,  // its prefix is on its way into the pool (those behind it may be admitted)
+  kPrefixRoom,     // its prefix waits for room in the pool to load
+  kRoom,           // its first chunk does not fit in the pool
+};
+inline constexpr size_t kAdmissionHeldReasons = 6;
+
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;  // running order: older admissions first
   int64_t tokens = 0;                  // sum of the chunks' n
   int32_t preempted = 0;               // sequences preempted while planning
   int32_t stalled = 0;  // running sequences sitting this step out, waiting for the daemon's room
+  AdmissionHeld held = AdmissionHeld::kNone;
   bool empty() const { return chunks.empty(); }
 };
 
@@ -96,6 +109,8 @@ struct SchedulerStats {
   int64_t preemptions = 0;
   int64_t prefixes_given_back = 0;    // waiting prefixes given back for a running sequence's room
   int64_t admitted_past_loading = 0;  // admissions past a sequence whose prefix was loading
+  // Steps whose first waiting sequence was not admitted, by StepPlan::held.
+  std::array<int64_t, kAdmissionHeldReasons> held{};
 };
 
 class Scheduler {
@@ -134,9 +149,9 @@ class Scheduler {
  private:
   // Step 1 for running_[i]; false when it was preempted itself (nothing more runs this step).
   bool ScheduleRunning(size_t i, int64_t& budget, StepPlan& plan);
-  // Step 2 for waiting_[i], the sequences before it passed over (their prefixes loading).
-  enum class Admission : uint8_t { kAdmitted, kLoading, kWait };
-  Admission AdmitWaiting(size_t i, int64_t& budget, StepPlan& plan);
+  // Step 2 for waiting_[i], the sequences before it passed over (their prefixes loading): kNone
+  // when it was admitted, else why not.
+  AdmissionHeld AdmitWaiting(size_t i, int64_t& budget, StepPlan& plan);
   // Moves running_.back() to the front of waiting_, its blocks released.
   // Tells the KV blocks which waiting sequences this step may admit, so a daemon looks them up in
   // one round trip: from the front, until their prompts fill the step's token budget (a cached

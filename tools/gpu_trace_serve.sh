@@ -42,6 +42,9 @@ part = lambda p: m["series"].get('kvtier_serve_engine_seconds_total{part="%s"}' 
 steps = lambda k: m["series"].get('kvtier_serve_engine_steps_total{kind="%s"}' % k, 0)
 print("  engine thread s: schedule %.1f forward %.1f update %.1f room_wait %.1f; steps ran %d waited %d"
       % (part("schedule"), part("forward"), part("update"), part("room_wait"), steps("ran"), steps("waited")))
+held = lambda r: m["series"].get('kvtier_serve_admission_held_steps_total{reason="%s"}' % r, 0)
+print("  steps the first waiting request was held: " + ", ".join(
+      "%s %d" % (r, held(r)) for r in ("running_wait", "limit", "prefix_loading", "prefix_room", "room")))
 PY
 }
 # TTFT request by request in one pair of runs: the requests the tiers served mostly (>= half the

@@ -350,6 +350,7 @@ TEST_F(RoomLaterSchedulerTest, ARunningSequenceWaitsForRoomBeforeItPreempts) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(Step(), 0) << "step " << i;
   EXPECT_EQ(scheduler_->num_waiting(), 1u);
   EXPECT_EQ(scheduler_->stats().preemptions, 0);
+  EXPECT_EQ(scheduler_->stats().held[static_cast<size_t>(AdmissionHeld::kRunningWait)], 5);
   blocks_->Give();
   EXPECT_EQ(Step(), 2);
   while (!scheduler_->idle()) Step();
@@ -370,6 +371,7 @@ TEST(RoomLaterAdmissionTest, AnAdmissionLeavesTheSlotARunningDecodeNeedsNext) {
   ASSERT_EQ(plan.chunks.size(), 1u);
   EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
   EXPECT_EQ(scheduler.num_waiting(), 1u);
+  EXPECT_EQ(plan.held, AdmissionHeld::kRoom);
   scheduler.Update(plan, std::vector<int32_t>{7});
   plan = scheduler.Schedule();  // sequence 1's decode takes the slot it was left
   ASSERT_EQ(plan.chunks.size(), 1u);
@@ -402,6 +404,7 @@ TEST(RoomLaterAdmissionTest, ASequenceBehindALoadingPrefixIsAdmittedMeanwhile) {
   ASSERT_EQ(plan.chunks.size(), 2u);
   EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
   EXPECT_EQ(plan.chunks[1].seq->id(), 3u) << "admitted past the loading one";
+  EXPECT_EQ(plan.held, AdmissionHeld::kPrefixLoading);
   scheduler.Update(plan, std::vector<int32_t>{7, 7});
   EXPECT_EQ(scheduler.stats().admitted_past_loading, 1);
   plan = scheduler.Schedule();  // 2 still loading: the two running go on
@@ -429,12 +432,15 @@ TEST(RoomLaterAdmissionTest, APrefixWaitingForRoomStopsAdmission) {
     plan = scheduler.Schedule();
     ASSERT_EQ(plan.chunks.size(), 1u) << "step " << i;
     EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
+    EXPECT_EQ(plan.held, AdmissionHeld::kPrefixRoom);
     scheduler.Update(plan, std::vector<int32_t>{7});
   }
   EXPECT_EQ(scheduler.num_waiting(), 2u);
   plan = scheduler.Schedule();
   EXPECT_EQ(plan.chunks.size(), 3u);  // 2 is admitted, and 3 behind it
+  EXPECT_EQ(plan.held, AdmissionHeld::kNone);
   EXPECT_EQ(scheduler.stats().admitted_past_loading, 0);
+  EXPECT_EQ(scheduler.stats().held[static_cast<size_t>(AdmissionHeld::kPrefixRoom)], 2);
 }
 
 // A waiting sequence's prefix leased into the tier but not admitted (no room for the rest of it)

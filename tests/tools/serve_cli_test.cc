@@ -656,6 +656,11 @@ TEST_F(ServeTest, WithADaemonARepeatedPromptIsCountedAsServedFromT1) {
   EXPECT_GE(Metric(metrics, "kvtier_serve_engine_steps_total{kind=\"ran\"}"), 3) << metrics;
   EXPECT_GT(Metric(metrics, "kvtier_serve_engine_seconds_total{part=\"forward\"}"), 0) << metrics;
   EXPECT_GT(Metric(metrics, "kvtier_serve_engine_seconds_total{part=\"schedule\"}"), 0) << metrics;
+  for (const char* reason : {"running_wait", "limit", "prefix_loading", "prefix_room", "room"}) {
+    const std::string series =
+        std::string("kvtier_serve_admission_held_steps_total{reason=\"") + reason + "\"}";
+    EXPECT_GE(Metric(metrics, series), 0) << series << " is exported\n" << metrics;
+  }
   EXPECT_EQ(server.Stop(), 0) << server.output();
 }
 

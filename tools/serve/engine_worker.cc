@@ -118,7 +118,8 @@ void EngineWorker::StepOnce() {
   ServeMetrics::StepTimes times{.schedule_ms = out->times.schedule_ms,
                                 .forward_ms = out->times.forward_ms,
                                 .update_ms = out->times.update_ms,
-                                .waited = out->waiting_for_room};
+                                .waited = out->waiting_for_room,
+                                .held = out->admission_held};
   // kvtierd's tier had no room for anything this step (--daemon): let it evict, then step again.
   if (out->waiting_for_room) {
     const auto before = std::chrono::steady_clock::now();

@@ -92,6 +92,19 @@ ServeMetrics::ServeMetrics() : registry_(std::make_shared<prometheus::Registry>(
                     .Register(r);
   steps_ran_ = &steps.Add({{"kind", "ran"}});
   steps_waited_ = &steps.Add({{"kind", "waited"}});
+  auto& held = prometheus::BuildCounter()
+                   .Name("kvtier_serve_admission_held_steps_total")
+                   .Help(
+                       "Engine steps whose first waiting request was not admitted, by why: a "
+                       "running request sat out for room or was preempted, no budget or "
+                       "max_running left, its prefix loading from a lower tier, its prefix "
+                       "waiting for room to load, its first chunk not fitting")
+                   .Register(r);
+  constexpr const char* kHeld[engine::kAdmissionHeldReasons] = {
+      "", "running_wait", "limit", "prefix_loading", "prefix_room", "room"};
+  for (size_t i = 1; i < engine::kAdmissionHeldReasons; ++i) {
+    held_[i] = &held.Add({{"reason", kHeld[i]}});
+  }
   auto& seconds = prometheus::BuildCounter()
                       .Name("kvtier_serve_engine_seconds_total")
                       .Help(
@@ -129,6 +142,8 @@ void ServeMetrics::OnRequestDone(Outcome outcome, const RequestTokens& tokens) {
 
 void ServeMetrics::OnStep(const StepTimes& t) {
   (t.waited ? steps_waited_ : steps_ran_)->Increment();
+  const auto held = static_cast<size_t>(t.held);
+  if (held > 0 && held < held_.size()) held_[held]->Increment();
   const double ms[4] = {t.schedule_ms, t.forward_ms, t.update_ms, t.room_wait_ms};
   for (int i = 0; i < 4; ++i) step_seconds_[i]->Increment(std::max(ms[i], 0.0) / 1000);
 }

@@ -14,6 +14,12 @@
 //   kvtier_serve_engine_steps_total{kind="ran"|"waited"}
 //       engine steps that ran a batch, and steps that found no room (kvtierd's tier was full or
 //       the next prefix was still being promoted) and slept before the next
+//   kvtier_serve_admission_held_steps_total{reason="running_wait"|"limit"|"prefix_loading"|
+//                                                  "prefix_room"|"room"}
+//       engine steps whose first waiting request was not admitted, by why: a running request sat
+//       out for room or was preempted (nothing is admitted then), no token budget or max_running
+//       left, its prefix still on its way from a lower tier (others may pass it), its prefix
+//       waiting for room to load, or its first chunk not fitting
 //   kvtier_serve_engine_seconds_total{part="schedule"|"forward"|"update"|"room_wait"}
 //       the engine thread's host time by part (engine::StepOutput::Times, and the sleeps of the
 //       waited steps): where a serving run's time went, e.g. kvtierd's per-step IPC (schedule,
@@ -22,10 +28,12 @@
 // Thread-safety: every method may be called from any thread (prometheus-cpp's metrics are atomic).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "engine/scheduler.h"
 #include "engine/sequence.h"
 
 namespace prometheus {
@@ -65,6 +73,7 @@ class ServeMetrics {
   struct StepTimes {
     double schedule_ms = 0, forward_ms = 0, update_ms = 0, room_wait_ms = 0;
     bool waited = false;
+    engine::AdmissionHeld held = engine::AdmissionHeld::kNone;
   };
   void OnStep(const StepTimes& times);
 
@@ -84,6 +93,8 @@ class ServeMetrics {
   prometheus::Counter* outcomes_[kNumOutcomes];
   prometheus::Counter* steps_ran_;
   prometheus::Counter* steps_waited_;
+  // By engine::AdmissionHeld (kNone's entry unused).
+  std::array<prometheus::Counter*, engine::kAdmissionHeldReasons> held_{};
   prometheus::Counter* step_seconds_[4];  // schedule, forward, update, room_wait
 };
 
