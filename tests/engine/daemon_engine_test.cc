@@ -123,8 +123,26 @@ class DaemonEngineTest : public ::testing::Test {
     EXPECT_GT(first[0].prompt_cached_from[3], 0) << "the first prompt's blocks reached T2";
   }
 
+  // A CPU engine on a daemon of 64 T1 slots (spilled_engine_), whose prompt spilled_ ran once
+  // (first_) and was then pushed down to T2 by 17 others (SpillPastT1).
+  void StartSpilled() {
+    auto model = CpuModel::Load(kModel);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model);
+    ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
+    auto d = CreateDaemonEngine(model_.get(), nullptr, Options("a"));
+    ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
+    spilled_engine_ = std::move(*d);
+    first_ = SpillPastT1(*spilled_engine_.engine, spilled_);
+  }
+
   testing::TempDir dir_;
   std::unique_ptr<KvtierdProcess> daemon_;
+  // StartSpilled's (declared after the daemon: the engine goes first).
+  std::unique_ptr<CpuModel> model_;
+  DaemonEngine spilled_engine_;
+  const std::vector<int32_t> spilled_ = Prompt(200, 100);
+  RequestOutput first_;
 };
 
 TEST_F(DaemonEngineTest, CpuEngineAttendsInT1AndASecondEngineHitsIt) {
@@ -165,13 +183,10 @@ TEST_F(DaemonEngineTest, CpuBlocksEvictedToT2KeepTheirChecksums) {
 // the step would have waited for the disk and prefilled the new request); a later step admits it
 // with its prefix from T2, and its tokens are those of its first run.
 TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
-  auto model = CpuModel::Load(kModel);
-  ASSERT_TRUE(model.ok()) << model.status();
-  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
-  auto d = CreateDaemonEngine(model->get(), nullptr, Options("a"));
-  ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
-  const std::vector<int32_t> spilled = Prompt(200, 100);
-  const RequestOutput first = SpillPastT1(*d->engine, spilled);
+  ASSERT_NO_FATAL_FAILURE(StartSpilled());
+  DaemonEngine* d = &spilled_engine_;
+  const std::vector<int32_t>& spilled = spilled_;
+  const RequestOutput& first = first_;
   RequestOptions o;
   o.max_tokens = 30;
   o.ignore_eos = true;
@@ -194,13 +209,10 @@ TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
 // admitted and runs (Scheduler: a loading prefix keeps its place, those behind it go on); the
 // first then runs with its prefix from below and its first run's tokens.
 TEST_F(DaemonEngineTest, AShortRequestBehindALoadingPrefixRunsMeanwhile) {
-  auto model = CpuModel::Load(kModel);
-  ASSERT_TRUE(model.ok()) << model.status();
-  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
-  auto d = CreateDaemonEngine(model->get(), nullptr, Options("a"));
-  ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
-  const std::vector<int32_t> spilled = Prompt(200, 100);
-  const RequestOutput first = SpillPastT1(*d->engine, spilled);
+  ASSERT_NO_FATAL_FAILURE(StartSpilled());
+  DaemonEngine* d = &spilled_engine_;
+  const std::vector<int32_t>& spilled = spilled_;
+  const RequestOutput& first = first_;
   RequestOptions o;
   o.max_tokens = 4;
   o.ignore_eos = true;
@@ -224,13 +236,10 @@ TEST_F(DaemonEngineTest, AShortRequestBehindALoadingPrefixRunsMeanwhile) {
 // RoomToLoad): beside two that hold half of T1 it waits, and they never preempt; when they are
 // done it loads, and gives the same tokens.
 TEST_F(DaemonEngineTest, APrefixLoadWaitsForRoomBesideRunningSequences) {
-  auto model = CpuModel::Load(kModel);
-  ASSERT_TRUE(model.ok()) << model.status();
-  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
-  auto d = CreateDaemonEngine(model->get(), nullptr, Options("a"));
-  ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
-  const std::vector<int32_t> spilled = Prompt(200, 100);
-  const RequestOutput first = SpillPastT1(*d->engine, spilled);
+  ASSERT_NO_FATAL_FAILURE(StartSpilled());
+  DaemonEngine* d = &spilled_engine_;
+  const std::vector<int32_t>& spilled = spilled_;
+  const RequestOutput& first = first_;
   RequestOptions o;
   o.max_tokens = 20;
   o.ignore_eos = true;

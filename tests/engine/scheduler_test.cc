@@ -387,20 +387,25 @@ TEST(RoomLaterAdmissionTest, AnAdmissionLeavesTheSlotARunningDecodeNeedsNext) {
   EXPECT_EQ(scheduler.stats().preemptions, 0);
 }
 
+// Sequence 1 (3 tokens, up to 8 new) running after its prefill, and 2 and 3 (3 tokens, up to
+// `max_tokens` new each) waiting behind it.
+void OneRunsTwoWait(Scheduler& scheduler, int32_t max_tokens) {
+  AddRequest(scheduler, 1, 3, 8);
+  const StepPlan plan = scheduler.Schedule();
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  scheduler.Update(plan, std::vector<int32_t>{7});
+  AddRequest(scheduler, 2, 3, max_tokens);
+  AddRequest(scheduler, 3, 3, max_tokens);
+}
+
 // A waiting sequence whose prefix is still loading is not admitted, and keeps its place: the
 // running ones go on meanwhile, and the one behind it is admitted; once loaded it is admitted.
 TEST(RoomLaterAdmissionTest, ASequenceBehindALoadingPrefixIsAdmittedMeanwhile) {
   RoomLaterBlocks blocks(8, 0);
   Scheduler scheduler(Opts(64), blocks);
-  auto add = [&](uint64_t id, int32_t max_tokens) { AddRequest(scheduler, id, 3, max_tokens); };
-  add(1, 8);
-  StepPlan plan = scheduler.Schedule();
-  ASSERT_EQ(plan.chunks.size(), 1u);
-  scheduler.Update(plan, std::vector<int32_t>{7});
-  add(2, 4);
-  add(3, 4);
+  ASSERT_NO_FATAL_FAILURE(OneRunsTwoWait(scheduler, 4));
   blocks.LoadFor(2, 2);
-  plan = scheduler.Schedule();
+  StepPlan plan = scheduler.Schedule();
   ASSERT_EQ(plan.chunks.size(), 2u);
   EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
   EXPECT_EQ(plan.chunks[1].seq->id(), 3u) << "admitted past the loading one";
@@ -421,13 +426,9 @@ TEST(RoomLaterAdmissionTest, ASequenceBehindALoadingPrefixIsAdmittedMeanwhile) {
 TEST(RoomLaterAdmissionTest, APrefixWaitingForRoomStopsAdmission) {
   RoomLaterBlocks blocks(8, 0);
   Scheduler scheduler(Opts(64), blocks);
-  auto add = [&](uint64_t id, int32_t max_tokens) { AddRequest(scheduler, id, 3, max_tokens); };
-  add(1, 8);
-  StepPlan plan = scheduler.Schedule();
-  scheduler.Update(plan, std::vector<int32_t>{7});
-  add(2, 2);
-  add(3, 2);
+  ASSERT_NO_FATAL_FAILURE(OneRunsTwoWait(scheduler, 2));
   blocks.LoadFor(2, 2, KvBlocks::kPrefixWaitsForRoom);
+  StepPlan plan;
   for (int i = 0; i < 2; ++i) {
     plan = scheduler.Schedule();
     ASSERT_EQ(plan.chunks.size(), 1u) << "step " << i;
