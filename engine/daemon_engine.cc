@@ -122,10 +122,12 @@ absl::StatusOr<DaemonEngine> CreateOnCpu(CpuModel& model, const DaemonEngineOpti
   out.kv = std::make_unique<CpuDaemonKv>(std::move(c));
   client::Client* client = &out.kv->client();
   const ops::PagedKvGeometry geometry = model.KvGeometry(o.block_tokens);
+  DaemonKvBlocksOptions bo;
+  bo.lowest_prefix_tier = o.lowest_prefix_tier;
   KVTIER_ASSIGN_OR_RETURN(
       std::unique_ptr<DaemonKvBlocks> blocks,
       DaemonKvBlocks::Create(client, o.block_tokens,
-                             static_cast<uint64_t>(geometry.slot_elems()) * sizeof(float)));
+                             static_cast<uint64_t>(geometry.slot_elems()) * sizeof(float), bo));
   KVTIER_RETURN_IF_ERROR(AddLoader(*blocks, Tier::kT1, o, model.config().name, "fp32"));
   KVTIER_ASSIGN_OR_RETURN(CpuKvPool pool, DaemonKvBlocks::CpuPool(client, geometry));
   out.blocks = blocks.get();
@@ -144,6 +146,7 @@ absl::StatusOr<DaemonEngine> CreateOnGpu(GpuModel& model, const DaemonEngineOpti
   const uint64_t slot_bytes = static_cast<uint64_t>(geometry.slot_elems()) * 2;
   DaemonKvBlocksOptions bo;
   bo.tier = Tier::kT0;
+  bo.lowest_prefix_tier = o.lowest_prefix_tier;
   GpuDaemonKv* raw = kv.get();
   bo.checksum = [raw](std::span<const uint32_t> slots, std::span<uint64_t> sums) {
     return raw->Checksums(slots, sums);

@@ -35,6 +35,8 @@ struct DaemonEngineOptions {
   // Promote prefixes found below the engine's tier on a second connection and thread
   // (PrefixLoader), so the running sequences decode meanwhile; false: inline, in the step.
   bool background_loads = true;
+  // DaemonKvBlocksOptions::lowest_prefix_tier: blocks found only below it are computed.
+  Tier lowest_prefix_tier = Tier::kT3;
 };
 
 class DaemonKv {

@@ -220,6 +220,7 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
     Fail(where.status());
     return 0;
   }
+  where->hit_blocks = UsableRun(*where);
   if (where->hit_blocks == 0) return 0;
   std::vector<CacheSource> from;
   int64_t to_load = 0;  // blocks not in the pool's tier yet: leasing them promotes them
@@ -252,6 +253,17 @@ bool DaemonKvBlocks::LoaderFree() {
   // it, say) and nobody took it: give it back, so that loads cannot wait on each other.
   DropLoad();
   return true;
+}
+
+size_t DaemonKvBlocks::UsableRun(const client::LookupResult& where) const {
+  TierMask usable = 0;  // the pool's tier and those up to the lowest one
+  for (int t = 0; t <= static_cast<int>(options_.lowest_prefix_tier); ++t) {
+    usable |= TierBit(static_cast<Tier>(t));
+  }
+  usable |= TierBit(options_.tier);
+  size_t n = 0;
+  while (n < where.hit_blocks && n < where.tiers.size() && (where.tiers[n] & usable) != 0) ++n;
+  return n;
 }
 
 bool DaemonKvBlocks::RoomToLoad(int64_t slots) const {

@@ -69,6 +69,10 @@ struct DaemonKvBlocksOptions {
   // How Commit hashes the blocks it publishes. Empty: XXH3 on the CPU over the client's mapping
   // of T1 (T1 only; T0 needs one).
   SlotChecksums checksum;
+  // The lowest tier a cached prefix is taken from: a block the lookup finds only below it ends
+  // the prefix there (the rest is computed), e.g. kT1 where the disk reads slower than the GPU
+  // computes. kT3: every tier.
+  Tier lowest_prefix_tier = Tier::kT3;
 };
 
 // The calls DaemonKvBlocks makes to kvtierd (and its hashing of published blocks), for
@@ -192,6 +196,8 @@ class DaemonKvBlocks final : public KvBlocks {
   // CachedPrefixBlocks of a sequence whose prefix the loader has: kPrefixLoading until it is
   // done, then its run leased here.
   int64_t LoadedPrefix(State& st);
+  // The leading blocks of a lookup's hit that lie in the tiers options_.lowest_prefix_tier allows.
+  size_t UsableRun(const client::LookupResult& where) const;
   // Whether a load that brings `slots` blocks into the pool should start now (the class comment).
   bool RoomToLoad(int64_t slots) const;
   // Whether st.looked is recent enough to use (kLookupFreshSteps).

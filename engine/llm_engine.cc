@@ -34,6 +34,7 @@ absl::StatusOr<SchedulerOptions> SchedulerOptionsFor(const ModelBackend& backend
   const ModelConfig& config = backend.config();
   SchedulerOptions s;
   s.max_running = options.max_running;
+  s.room_patience_steps = options.room_patience_steps;
   s.max_step_tokens = options.max_step_tokens > 0
                           ? options.max_step_tokens
                           : std::min<int64_t>(kDefaultStepTokens, backend.max_step_tokens());

@@ -29,6 +29,7 @@ struct EngineOptions {
   int64_t max_step_tokens = 0;
   int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
   bool prefix_caching = true;
+  int32_t room_patience_steps = kDefaultRoomPatienceSteps;  // SchedulerOptions'
 };
 
 // A finished request.

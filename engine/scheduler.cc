@@ -13,6 +13,9 @@ absl::Status SchedulerOptions::Validate() const {
     return absl::InvalidArgumentError("scheduler: max_step_tokens must be >= 1");
   }
   if (max_model_len < 1) return absl::InvalidArgumentError("scheduler: max_model_len must be >= 1");
+  if (room_patience_steps < 0) {
+    return absl::InvalidArgumentError("scheduler: room_patience_steps must be >= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -87,7 +90,7 @@ bool Scheduler::ScheduleRunning(size_t i, int64_t& budget, StepPlan& plan) {
   }
   if (!blocks_.CanTake(need) && blocks_.GiveBackUnadmitted()) ++stats_.prefixes_given_back;
   if (!blocks_.CanTake(need) && blocks_.MayMakeRoomLater() &&
-      seq.room_waits() < kRoomPatienceSteps) {
+      seq.room_waits() < options_.room_patience_steps) {
     seq.set_room_waits(seq.room_waits() + 1);  // sits this step out; the others go on
     ++plan.stalled;
     return true;

@@ -11,7 +11,7 @@
 //     (KvBlocks::GiveBackUnadmitted: running sequences come before waiting ones, and a leased
 //     prefix that was not admitted must not push them out).
 //     On KV blocks that may make room later (the daemon's tier: KvBlocks::MayMakeRoomLater), a
-//     running sequence that still cannot grow sits out up to kRoomPatienceSteps steps while the
+//     running sequence that still cannot grow sits out up to room_patience_steps while the
 //     others run (the daemon frees unleased blocks meanwhile), and only then preempts: a
 //     preempted sequence's resumption promotes its whole prefix back into the tier, so
 //     preempting at the first shortage thrashed (docs/benchmarks.md, the trace served on kvtierd).
@@ -60,16 +60,22 @@
 
 namespace kvtier::engine {
 
+// Steps a running sequence sits out waiting for a slot KV blocks may free later, by default.
+inline constexpr int32_t kDefaultRoomPatienceSteps = 16;
+
 struct SchedulerOptions {
   int32_t max_running = 64;            // sequences in the running batch at most
   int64_t max_step_tokens = 512;       // tokens computed per step at most: decodes + prefill chunks
   int64_t max_model_len = 2048;        // tokens of one sequence at most, prompt and output
   std::vector<int32_t> eos_token_ids;  // the model's
+  // Where the KV blocks may make room later: steps a running sequence that cannot grow sits out
+  // before the latest admission is preempted (0: at once, as on a private pool).
+  int32_t room_patience_steps = kDefaultRoomPatienceSteps;
   // Called with a sequence about to be preempted, before its blocks are released: the seam where
   // its computed blocks will be published to the daemon instead of recomputed. Empty: none.
   std::function<void(const Sequence&)> on_preempt;
 
-  // OK, or InvalidArgument naming the first non-positive limit.
+  // OK, or InvalidArgument naming the first non-positive limit (room_patience_steps: negative).
   absl::Status Validate() const;
 };
 
@@ -115,8 +121,6 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  // Steps a running sequence sits out waiting for a slot KV blocks may free later (above).
-  static constexpr int32_t kRoomPatienceSteps = 16;
   // `blocks` must outlive the scheduler. Precondition: options.Validate() is OK.
   Scheduler(SchedulerOptions options, KvBlocks& blocks);
 

@@ -12,9 +12,10 @@
 # (60: the first 240 s of the trace at --time-scale 0.25); RUNS how many times the pair runs (the
 # spread between runs on the same machine). Each run also writes its requests, one JSON line each
 # (serve-bench --requests-out), and the last lines compare TTFT request by request: those the
-# tiers served mostly from cache against the rest, in both runs. KVTIERD_FLAGS (environment): more
-# kvtierd flags for the tiers' runs, e.g. "--t2.max_demotions_in_flight 16". Needs ~60 GiB of
-# disk beside /tmp.
+# tiers served mostly from cache against the rest, in both runs. KVTIERD_FLAGS and SERVE_FLAGS
+# (environment): more kvtierd and `kvtier serve` flags for the tiers' runs, e.g.
+# KVTIERD_FLAGS="--t2.max_demotions_in_flight 16", SERVE_FLAGS="--lowest-prefix-tier t1" or
+# "--room-patience-steps 0". Needs ~60 GiB of disk beside /tmp.
 set -euo pipefail
 bin=$1 model=$2 trace=$3 out=$4 duration=${5:-60} runs=${6:-1}
 export LD_LIBRARY_PATH="$bin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -93,7 +94,7 @@ pair() {
     kill -0 "$daemon" 2>/dev/null || { tail -3 "$out/kvtierd$n.log" >&2; exit 1; }  # it refused to start
     sleep 0.5
   done
-  "$bin/kvtier" serve --model "$model" --port 8001 --max-model-len 20480 --daemon "$kvd/s" \
+  "$bin/kvtier" serve --model "$model" --port 8001 --max-model-len 20480 --daemon "$kvd/s" ${SERVE_FLAGS:-} \
     >"$out/serve_tiers$n.log" 2>&1 &
   serve=$!
   wait_http 8001

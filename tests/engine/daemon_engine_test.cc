@@ -124,13 +124,16 @@ class DaemonEngineTest : public ::testing::Test {
   }
 
   // A CPU engine on a daemon of 64 T1 slots (spilled_engine_), whose prompt spilled_ ran once
-  // (first_) and was then pushed down to T2 by 17 others (SpillPastT1).
-  void StartSpilled() {
+  // (first_) and was then pushed down to T2 by 17 others (SpillPastT1); it takes prefixes from
+  // tiers down to lowest_prefix_tier.
+  void StartSpilled(Tier lowest_prefix_tier = Tier::kT3) {
     auto model = CpuModel::Load(kModel);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model);
     ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 18 x 12 blocks spill
-    auto d = CreateDaemonEngine(model_.get(), nullptr, Options("a"));
+    DaemonEngineOptions o = Options("a");
+    o.lowest_prefix_tier = lowest_prefix_tier;
+    auto d = CreateDaemonEngine(model_.get(), nullptr, o);
     ASSERT_TRUE(d.ok()) << d.status() << "\n" << daemon_->Log();
     spilled_engine_ = std::move(*d);
     first_ = SpillPastT1(*spilled_engine_.engine, spilled_);
@@ -203,6 +206,18 @@ TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
   ASSERT_TRUE(done.ok()) << done.status();
   ExpectServedFromBelow(*done, again, first);
   EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
+}
+
+// With lowest_prefix_tier T1 a prefix the daemon has only in T2 is computed, not loaded (the
+// knob for a disk that reads slower than the model computes): the same tokens, no load.
+TEST_F(DaemonEngineTest, APrefixBelowTheLowestPrefixTierIsComputed) {
+  ASSERT_NO_FATAL_FAILURE(StartSpilled(Tier::kT1));
+  const std::vector<RequestOutput> again = RunAll(*spilled_engine_.engine, {spilled_}, 4);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].tokens, first_.tokens);
+  EXPECT_EQ(again[0].prompt_cached_from[3], 0) << "nothing taken from T2";
+  EXPECT_EQ(spilled_engine_.blocks->stats().loads, 0);
+  EXPECT_TRUE(spilled_engine_.blocks->status().ok()) << spilled_engine_.blocks->status();
 }
 
 // While a prefix found in T2 is promoted on the loader, a short request that came after it is

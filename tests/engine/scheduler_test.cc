@@ -500,14 +500,35 @@ TEST(RoomLaterAdmissionTest, AFirstChunkThatDoesNotFitWaitsWhileOthersRun) {
   EXPECT_EQ(plan.chunks[0].n, 4 * kBt);
 }
 
-// Room that never comes: after Scheduler::kRoomPatienceSteps steps the latest admission gives way.
+// Room that never comes: after kDefaultRoomPatienceSteps steps the latest admission gives way.
 TEST_F(RoomLaterSchedulerTest, RoomThatNeverComesPreemptsAfterThePatience) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Step(), 2);
-  for (int i = 0; i < Scheduler::kRoomPatienceSteps; ++i) EXPECT_EQ(Step(), 0) << "step " << i;
+  for (int i = 0; i < kDefaultRoomPatienceSteps; ++i) EXPECT_EQ(Step(), 0) << "step " << i;
   EXPECT_EQ(scheduler_->stats().preemptions, 0);
   EXPECT_EQ(Step(), 1);  // sequence 1 goes on; 2 gave way
   EXPECT_EQ(scheduler_->stats().preemptions, 1);
   while (!scheduler_->idle()) Step();
+}
+
+// With no patience (SchedulerOptions::room_patience_steps 0) the latest admission gives way at
+// the first shortage, as on a private pool.
+TEST(RoomLaterAdmissionTest, NoPatiencePreemptsAtTheFirstShortage) {
+  RoomLaterBlocks blocks(6, 2);
+  SchedulerOptions o = Opts(64);
+  o.room_patience_steps = 0;
+  Scheduler scheduler(o, blocks);
+  for (uint64_t id = 1; id <= 2; ++id) AddRequest(scheduler, id, 6, 6);
+  auto step = [&] {
+    const StepPlan plan = scheduler.Schedule();
+    scheduler.Update(plan, std::vector<int32_t>(plan.chunks.size(), 7));
+    (void)scheduler.TakeFinished();
+    return plan.chunks.size();
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(step(), 2u);
+  EXPECT_EQ(step(), 1u);  // both need a third slot: 2 gives way at once
+  EXPECT_EQ(scheduler.stats().preemptions, 1);
+  o.room_patience_steps = -1;
+  EXPECT_FALSE(o.Validate().ok());
 }
 
 }  // namespace

@@ -81,8 +81,18 @@ engine::EngineOptions Options(const ServeFlags& f, int64_t max_model_len) {
   return options;
 }
 
+// --lowest-prefix-tier's tier ("t0".."t3").
+absl::StatusOr<Tier> TierNamed(const std::string& name) {
+  for (const Tier t : {Tier::kT0, Tier::kT1, Tier::kT2, Tier::kT3}) {
+    if (name == fmt::format("t{}", static_cast<int>(t))) return t;
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("--lowest-prefix-tier: '{}' is not t0, t1, t2 or t3", name));
+}
+
 // The engine over kvtierd's slots (engine/daemon_engine.h): the CPU backend attends in T1, the
 // GPU backend in T0.
+
 absl::StatusOr<std::unique_ptr<engine::LlmEngine>> CreateDaemonEngine(const ServeFlags& f,
                                                                       Loaded& m,
                                                                       int64_t max_model_len) {
@@ -91,6 +101,8 @@ absl::StatusOr<std::unique_ptr<engine::LlmEngine>> CreateDaemonEngine(const Serv
   o.client_name = "kvtier-serve";
   o.block_tokens = f.block_tokens;
   o.engine = Options(f, max_model_len);
+  o.engine.room_patience_steps = f.room_patience_steps;
+  KVTIER_ASSIGN_OR_RETURN(o.lowest_prefix_tier, TierNamed(f.lowest_prefix_tier));
   absl::StatusOr<engine::DaemonEngine> d = engine::CreateDaemonEngine(m.cpu.get(), m.gpu.get(), o);
   if (!d.ok()) {
     return absl::Status(d.status().code(),

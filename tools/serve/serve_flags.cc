@@ -45,6 +45,18 @@ void AddServeFlags(CLI::App* cmd, ServeFlags* f) {
                   "the GPU), attended in place, shared with every client of the daemon and kept "
                   "across restarts of this server; kvtierd's t1.slot_bytes must equal one block's "
                   "K/V (fp32 on the CPU, the model's dtype on the GPU; the error says how much)");
+  cmd->add_option("--room-patience-steps", f->room_patience_steps,
+                  "With --daemon: engine steps a running request that cannot grow waits for "
+                  "kvtierd to make room before the latest admission is preempted (0: at once, as "
+                  "a private pool does)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--lowest-prefix-tier", f->lowest_prefix_tier,
+                  "With --daemon: the lowest tier a cached prefix is taken from; a block found "
+                  "only below it is computed (t1: skip the disk where it reads slower than the "
+                  "model computes)")
+      ->check(CLI::IsMember({"t0", "t1", "t2", "t3"}))
+      ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", f->no_prefix_caching,
                 "Compute every prompt in full (no reuse of cached prefix blocks)");
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "Request bodies larger get 413")

@@ -26,6 +26,10 @@ struct ServeFlags {
                                   // at most 4096 blocks (at least one full context)
   bool no_prefix_caching = false;
   std::string daemon;  // kvtierd's socket: the KV lives in its T1 (CPU backend); "": a private pool
+  // With --daemon: steps a running request that cannot grow waits for room before the latest
+  // admission is preempted; and the lowest tier ("t0".."t3") a cached prefix is taken from.
+  int32_t room_patience_steps = 16;
+  std::string lowest_prefix_tier = "t3";
   int64_t max_body_bytes = 8 << 20;
   int32_t http_threads = 2;
   int32_t idle_timeout_s = 60;
