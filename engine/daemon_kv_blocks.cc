@@ -187,16 +187,28 @@ bool DaemonKvBlocks::GiveBackUnadmitted() {
     held = it != states_.end() && !it->second.pending_slots.empty();
     DropLeases(std::exchange(pending_owner_, 0));
   }
-  return DropLoad() || held;
+  // A load still in flight goes on (it had room when it started, and giving it up frees nothing
+  // until its request ends); a finished one nobody took yet holds its blocks: those go back.
+  return (LoadDone() && DropLoad()) || held;
+}
+
+bool DaemonKvBlocks::LoadDone() {
+  if (loading_ == 0) return false;
+  const auto it = states_.find(loading_);
+  return it != states_.end() && it->second.load_ticket != 0 &&
+         loader_->Poll(it->second.load_ticket).done;
 }
 
 int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
+  State& st = states_[seq.id()];
+  st.asked_round = round_;
+  // A prefix still on its way: the scheduler passes it over, and the leases of the sequence
+  // behind it stay.
+  if (st.load_ticket != 0 && !loader_->Poll(st.load_ticket).done) return kPrefixLoading;
   // One sequence at a time waits with a leased prefix (the one the scheduler tries to admit):
   // leases kept for sequences pushed back in the queue would pin the tier until it is all ours.
-  // (A load in flight is another matter: it goes on while the scheduler admits those behind it.)
   if (pending_owner_ != 0 && pending_owner_ != seq.id()) DropLeases(pending_owner_);
   pending_owner_ = seq.id();
-  State& st = states_[seq.id()];
   if (!st.pending_slots.empty()) return static_cast<int64_t>(st.pending_slots.size());
   if (st.load_ticket != 0) return LoadedPrefix(st);
   const int64_t limit = LookupLimit(seq);
@@ -247,10 +259,11 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
 
 bool DaemonKvBlocks::LoaderFree() {
   if (loading_ == 0) return true;
-  const State& st = states_.at(loading_);
-  if (!loader_->Poll(st.load_ticket).done) return false;
-  // Done, but its sequence is no longer first in the queue (another was preempted in front of
-  // it, say) and nobody took it: give it back, so that loads cannot wait on each other.
+  // Its sequence was asked before this one in this round: it comes first, and takes its load when
+  // done (in the next round at the latest).
+  if (states_.at(loading_).asked_round == round_ || !LoadDone()) return false;
+  // Done, and its sequence is behind this one in the queue (a preempted sequence went in front
+  // of it) where nobody asks it: give it back, so that loads cannot wait on each other.
   DropLoad();
   return true;
 }

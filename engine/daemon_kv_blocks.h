@@ -159,7 +159,11 @@ class DaemonKvBlocks final : public KvBlocks {
   bool MayMakeRoomLater() const override { return true; }
   // Releases the waiting sequence's leased prefix, and gives up the load in flight.
   bool GiveBackUnadmitted() override;
-  void SetGrowthReserve(int64_t slots) override { growth_reserve_ = slots; }
+  // Also starts the step's admission round (asked_step).
+  void SetGrowthReserve(int64_t slots) override {
+    growth_reserve_ = slots;
+    ++round_;
+  }
 
   const DaemonKvBlocksStats& stats() const { return stats_; }
   // Promote prefixes on `loader` (its own connection, in this client's namespace and the pool's
@@ -179,8 +183,9 @@ class DaemonKvBlocks final : public KvBlocks {
     // starts from it.
     std::optional<client::LookupResult> looked;
     uint64_t looked_step = 0;
-    uint64_t load_ticket = 0;            // the loader's job for the prefix, or 0
-    std::vector<CacheSource> load_from;  // where the lookup found each block of that job
+    uint64_t load_ticket = 0;             // the loader's job for the prefix, or 0
+    uint64_t asked_round = ~uint64_t{0};  // the admission round it was last asked about in
+    std::vector<CacheSource> load_from;   // where the lookup found each block of that job
   };
   DaemonKvBlocks(client::Client* client, int64_t block_tokens, uint64_t slot_bytes,
                  int32_t num_slots, const DaemonKvBlocksOptions& options);
@@ -208,9 +213,11 @@ class DaemonKvBlocks final : public KvBlocks {
   void DropLeases(uint64_t id);
   // Gives up the load in flight (the loader gives its leases back); false when there was none.
   bool DropLoad();
-  // Whether a load may start: none is in flight, or the one in flight is done and nobody took it
-  // (dropped here). One at a time: the loader runs its jobs in order anyway.
+  // Whether a load may start: none is in flight, or the one there is done and its sequence was
+  // not asked in this admission round (it is behind the one asking; dropped here). One at a time.
   bool LoaderFree();
+  // Whether the load in flight (loading_) is done.
+  bool LoadDone();
   void Fail(const absl::Status& s);
   // A block queued by Commit: the sequence and its block table index.
   struct Queued {
@@ -231,6 +238,7 @@ class DaemonKvBlocks final : public KvBlocks {
   uint64_t loading_ = 0;                         // the sequence whose prefix is loading, or 0
   uint64_t step_ = 0;                            // EndStep calls so far
   int64_t growth_reserve_ = 0;                   // SetGrowthReserve's
+  uint64_t round_ = 0;  // admission rounds (SetGrowthReserve calls: one per step that admits)
   std::vector<protocol::WorkPublishItem> queued_items_;  // Commit's, for EndStep
   std::vector<Queued> queued_;                           // whose each of them is
   DaemonKvBlocksStats stats_;

@@ -57,14 +57,16 @@ StepPlan Scheduler::Schedule() {
   } else {
     LookAhead(budget);
     blocks_.SetGrowthReserve(GrowthReserve());
-    size_t next = 0;  // the first waiting sequence not passed over
+    size_t next = 0;    // the first waiting sequence not passed over
+    bool first = true;  // waiting_[next] is the one that was first when the step began
     while (next < waiting_.size()) {
       if (budget <= 0 || running_.size() >= static_cast<size_t>(options_.max_running)) {
-        if (next == 0) plan.held = AdmissionHeld::kLimit;
+        if (first) plan.held = AdmissionHeld::kLimit;
         break;
       }
       const AdmissionHeld a = AdmitWaiting(next, budget, plan);
-      if (a != AdmissionHeld::kNone && next == 0) plan.held = a;  // the first one's reason
+      if (first) plan.held = a;  // the first one's: admitted (kNone) or why not
+      first = false;
       if (a == AdmissionHeld::kPrefixLoading) {
         ++next;  // its prefix is on its way (and had room): it keeps its place
       } else if (a != AdmissionHeld::kNone) {

@@ -371,11 +371,12 @@ TEST(RoomLaterAdmissionTest, AnAdmissionLeavesTheSlotARunningDecodeNeedsNext) {
   ASSERT_EQ(plan.chunks.size(), 1u);
   EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
   EXPECT_EQ(scheduler.num_waiting(), 1u);
-  EXPECT_EQ(plan.held, AdmissionHeld::kRoom);
+  EXPECT_EQ(plan.held, AdmissionHeld::kNone) << "the first waiting one (1) was admitted";
   scheduler.Update(plan, std::vector<int32_t>{7});
   plan = scheduler.Schedule();  // sequence 1's decode takes the slot it was left
   ASSERT_EQ(plan.chunks.size(), 1u);
   EXPECT_EQ(plan.chunks[0].seq->id(), 1u);
+  EXPECT_EQ(plan.held, AdmissionHeld::kRoom) << "2, first now, does not fit";
   EXPECT_EQ(plan.stalled, 0);
   scheduler.Update(plan, std::vector<int32_t>{7});  // its second token: done, slots freed
   int steps = 0;

@@ -508,7 +508,7 @@ TEST_F(ServeBenchTest, EveryKindOfBadStreamIsCountedAsItsKind) {
 }
 
 // The usage's counts are checked before use: kvtier serve's kvtier_cached_from is kept per
-// request (--requests-out), and a count of the wrong type or out of range counts as missing
+// request (--requests-out), and a count of the wrong type, negative or past 2^40 counts as missing
 // (a stream whose completion_tokens is unusable has no usage), never as a crash.
 TEST_F(ServeBenchTest, UsageCountsAreKeptByTierAndBadOnesCountAsMissing) {
   if (!fs::exists(RealTrace())) GTEST_SKIP() << "real trace absent: " << RealTrace();
@@ -521,7 +521,7 @@ TEST_F(ServeBenchTest, UsageCountsAreKeptByTierAndBadOnesCountAsMissing) {
   const std::string wrong_types =
       "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":\"8\",\"completion_tokens\":2,"
       "\"prompt_tokens_details\":{\"cached_tokens\":1e300,\"kvtier_cached_from\":{\"t1\":"
-      "[1],\"t2\":18446744073709551615}}}}\n\n";
+      "[1],\"t2\":18446744073709551615,\"t0\":-5,\"t3\":1099511627777}}}}\n\n";
   const std::string unusable =
       "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":-0.5,"
       "\"prompt_tokens_details\":\"none\"}}\n\n";

@@ -97,19 +97,24 @@ class SseReader {
       r_->finish_reason = reason->get<std::string>();
   }
 
-  // A server's counts are checked before use: a field of another type (or one that does not fit
-  // an int64) counts as missing, never as an exception out of the coroutine.
+  // A server's counts are checked before use: a field of another type, or a count outside
+  // [0, kMaxCount] (the report sums them), counts as missing, never as an exception out of the
+  // coroutine or an overflow.
+  static constexpr int64_t kMaxCount = int64_t{1} << 40;
   static int64_t Count(const Json& obj, const char* key, int64_t missing) {
     const auto it = obj.find(key);
     if (it == obj.end()) return missing;
     if (it->is_number_unsigned()) {
       const uint64_t v = it->get<uint64_t>();
-      return v <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(v) : missing;
+      return v <= static_cast<uint64_t>(kMaxCount) ? static_cast<int64_t>(v) : missing;
     }
-    return it->is_number_integer() ? it->get<int64_t>() : missing;
+    if (!it->is_number_integer()) return missing;
+    const int64_t v = it->get<int64_t>();
+    return v >= 0 && v <= kMaxCount ? v : missing;
   }
 
   void Usage(const Json& usage) {
+    r_->cached_from = {};  // a later usage event replaces an earlier one whole
     r_->prompt_tokens = Count(usage, "prompt_tokens", -1);
     r_->completion_tokens = Count(usage, "completion_tokens", -1);
     const auto details = usage.find("prompt_tokens_details");
