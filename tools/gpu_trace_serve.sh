@@ -15,7 +15,11 @@
 # tiers served mostly from cache against the rest, in both runs. KVTIERD_FLAGS and SERVE_FLAGS
 # (environment): more kvtierd and `kvtier serve` flags for the tiers' runs, e.g.
 # KVTIERD_FLAGS="--t2.max_demotions_in_flight 16", SERVE_FLAGS="--lowest-prefix-tier t1" or
-# "--room-patience-steps 0". Needs ~60 GiB of disk beside /tmp.
+# "--room-patience-steps 0". VARIANTS (environment): instead of pairs, one private-pool run and
+# then a kvtierd run for each ';'-separated set of `kvtier serve` flags, each compared with that
+# one run (a device call's budget goes further), e.g.
+#   VARIANTS=";--room-patience-steps 0;--lowest-prefix-tier t1" tools/gpu_trace_serve.sh ...
+# (the first, empty, is the defaults). Needs ~60 GiB of disk beside /tmp.
 set -euo pipefail
 bin=$1 model=$2 trace=$3 out=$4 duration=${5:-60} runs=${6:-1}
 export LD_LIBRARY_PATH="$bin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -71,8 +75,8 @@ for name, keep in (("mostly cached", mostly),
              sum(gpu[i]["cached_tokens"] for i in idx), sum(tiers[i]["cached_tokens"] for i in idx)))
 PY
 }
-# One pair of runs, files suffixed with $1: the private pool, then a fresh kvtierd.
-pair() {
+# The private pool's run, files suffixed with $1.
+gpu_only() {
   local n=$1
   "$bin/kvtier" serve --model "$model" --port 8000 --max-model-len 20480 --kv-blocks 4096 \
     >"$out/serve_gpu_only$n.log" 2>&1 &
@@ -81,7 +85,10 @@ pair() {
   "$bin/kvtier" serve-bench "${bench[@]}" --port 8000 --requests-out "$out/gpu_only$n.jsonl" \
     >"$out/gpu_only$n.json" 2>"$out/bench_gpu_only$n.err"
   kill "$serve"; wait "$serve" 2>/dev/null || true
-  local kvd
+}
+# A fresh kvtierd's run, files suffixed with $1; $2: more `kvtier serve` flags.
+tiers() {
+  local n=$1 serve_flags=$2 kvd
   kvd=$(mktemp -d /tmp/kvd.XXXXXX)
   "$bin/kvtierd" --config "$here/configs/default.toml" --daemon.data_directory "$kvd" \
     --daemon.socket_path "$kvd/s" --t0.enabled true --t0.capacity_bytes 8GiB --t1.capacity_bytes 32GiB \
@@ -94,9 +101,9 @@ pair() {
     kill -0 "$daemon" 2>/dev/null || { tail -3 "$out/kvtierd$n.log" >&2; exit 1; }  # it refused to start
     sleep 0.5
   done
-  "$bin/kvtier" serve --model "$model" --port 8001 --max-model-len 20480 --daemon "$kvd/s" ${SERVE_FLAGS:-} \
+  "$bin/kvtier" serve --model "$model" --port 8001 --max-model-len 20480 --daemon "$kvd/s" $serve_flags \
     >"$out/serve_tiers$n.log" 2>&1 &
-  serve=$!
+  local serve=$!
   wait_http 8001
   for _ in $(seq 40); do grep -q 'bytes usable' "$out/kvtierd$n.log" && break; sleep 0.5; done  # T1 ready
   "$bin/kvtier" serve-bench "${bench[@]}" --port 8001 --requests-out "$out/tiers$n.jsonl" \
@@ -107,7 +114,23 @@ pair() {
   rm -rf "$kvd"
 }
 mkdir -p "$out"
-for n in $(seq "$runs"); do pair "$n"; done
+if [ -n "${VARIANTS:-}" ]; then
+  # One private-pool run, then one kvtierd run per variant, each compared with it.
+  IFS=';' read -r -a variants <<<"$VARIANTS"
+  gpu_only 0
+  for i in "${!variants[@]}"; do tiers "v$i" "${variants[$i]}"; done
+  summary "$out/gpu_only0.json"
+  for i in "${!variants[@]}"; do
+    echo "variant $i: kvtier serve ${variants[$i]:-(defaults)}"
+    summary "$out/tiersv$i.json"
+    by_request "$out/gpu_only0.jsonl" "$out/tiersv$i.jsonl"
+  done
+  exit 0
+fi
+for n in $(seq "$runs"); do
+  gpu_only "$n"
+  tiers "$n" "${SERVE_FLAGS:-}"
+done
 for n in $(seq "$runs"); do
   summary "$out/gpu_only$n.json"
   summary "$out/tiers$n.json"
