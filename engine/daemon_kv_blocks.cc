@@ -109,7 +109,11 @@ DaemonKvBlocks::DaemonKvBlocks(client::Client* client, int64_t block_tokens, uin
       block_tokens_(block_tokens),
       slot_bytes_(slot_bytes),
       num_slots_(num_slots),
-      options_(options) {}
+      options_(options),
+      prefix_tiers_(TierBit(options.tier)) {
+  for (int i = 0; i <= TierIndex(options.lowest_prefix_tier); ++i)
+    prefix_tiers_ |= TierBit(TierAt(i));
+}
 
 DaemonKvBlocks::~DaemonKvBlocks() {
   if (stats_.lookups > 0 || stats_.published > 0) {
@@ -269,13 +273,10 @@ bool DaemonKvBlocks::LoaderFree() {
 }
 
 size_t DaemonKvBlocks::UsableRun(const client::LookupResult& where) const {
-  TierMask usable = 0;  // the pool's tier and those up to the lowest one
-  for (int t = 0; t <= static_cast<int>(options_.lowest_prefix_tier); ++t) {
-    usable |= TierBit(static_cast<Tier>(t));
-  }
-  usable |= TierBit(options_.tier);
   size_t n = 0;
-  while (n < where.hit_blocks && n < where.tiers.size() && (where.tiers[n] & usable) != 0) ++n;
+  while (n < where.hit_blocks && n < where.tiers.size() && (where.tiers[n] & prefix_tiers_) != 0) {
+    ++n;
+  }
   return n;
 }
 

@@ -232,6 +232,7 @@ class DaemonKvBlocks final : public KvBlocks {
   uint64_t slot_bytes_;
   int32_t num_slots_;
   DaemonKvBlocksOptions options_;
+  TierMask prefix_tiers_;  // the pool's tier and those up to options_.lowest_prefix_tier
   std::vector<uint32_t> reserve_;
   absl::flat_hash_map<uint64_t, State> states_;  // by sequence id
   uint64_t pending_owner_ = 0;                   // the sequence whose prefix is leased, or 0

@@ -188,15 +188,13 @@ TEST_F(DaemonEngineTest, CpuBlocksEvictedToT2KeepTheirChecksums) {
 TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
   ASSERT_NO_FATAL_FAILURE(StartSpilled());
   DaemonEngine* d = &spilled_engine_;
-  const std::vector<int32_t>& spilled = spilled_;
-  const RequestOutput& first = first_;
   RequestOptions o;
   o.max_tokens = 30;
   o.ignore_eos = true;
   const uint64_t running = d->engine->Add(Prompt(20, 7), o).value_or(0);
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(d->engine->Step().ok());  // its prefill, a decode
   o.max_tokens = 4;
-  const uint64_t again = d->engine->Add(spilled, o).value_or(0);
+  const uint64_t again = d->engine->Add(spilled_, o).value_or(0);
   auto step = d->engine->Step();
   ASSERT_TRUE(step.ok()) << step.status();
   ASSERT_EQ(step->tokens.size(), 1u);
@@ -204,7 +202,7 @@ TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
   EXPECT_EQ(d->blocks->stats().loads, 1);
   auto done = d->engine->RunUntilIdle();
   ASSERT_TRUE(done.ok()) << done.status();
-  ExpectServedFromBelow(*done, again, first);
+  ExpectServedFromBelow(*done, again, first_);
   EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
 }
 
@@ -226,12 +224,10 @@ TEST_F(DaemonEngineTest, APrefixBelowTheLowestPrefixTierIsComputed) {
 TEST_F(DaemonEngineTest, AShortRequestBehindALoadingPrefixRunsMeanwhile) {
   ASSERT_NO_FATAL_FAILURE(StartSpilled());
   DaemonEngine* d = &spilled_engine_;
-  const std::vector<int32_t>& spilled = spilled_;
-  const RequestOutput& first = first_;
   RequestOptions o;
   o.max_tokens = 4;
   o.ignore_eos = true;
-  const uint64_t again = d->engine->Add(spilled, o).value_or(0);
+  const uint64_t again = d->engine->Add(spilled_, o).value_or(0);
   const uint64_t behind = d->engine->Add(Prompt(20, 9), o).value_or(0);
   ASSERT_NE(again, 0u);
   ASSERT_NE(behind, 0u);
@@ -243,7 +239,7 @@ TEST_F(DaemonEngineTest, AShortRequestBehindALoadingPrefixRunsMeanwhile) {
   EXPECT_EQ(d->engine->scheduler().stats().admitted_past_loading, 1);
   auto done = d->engine->RunUntilIdle();
   ASSERT_TRUE(done.ok()) << done.status();
-  ExpectServedFromBelow(*done, again, first);
+  ExpectServedFromBelow(*done, again, first_);
   EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
 }
 
@@ -253,8 +249,6 @@ TEST_F(DaemonEngineTest, AShortRequestBehindALoadingPrefixRunsMeanwhile) {
 TEST_F(DaemonEngineTest, APrefixLoadWaitsForRoomBesideRunningSequences) {
   ASSERT_NO_FATAL_FAILURE(StartSpilled());
   DaemonEngine* d = &spilled_engine_;
-  const std::vector<int32_t>& spilled = spilled_;
-  const RequestOutput& first = first_;
   RequestOptions o;
   o.max_tokens = 20;
   o.ignore_eos = true;
@@ -272,7 +266,7 @@ TEST_F(DaemonEngineTest, APrefixLoadWaitsForRoomBesideRunningSequences) {
   ASSERT_EQ(d->engine->scheduler().num_running(), 2u);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor makes room again
   o.max_tokens = 4;
-  const uint64_t again = d->engine->Add(spilled, o).value_or(0);
+  const uint64_t again = d->engine->Add(spilled_, o).value_or(0);
   ASSERT_NE(again, 0u);
   int tokens = 0;  // the running ones'; a step may also wait for kvtierd to make room
   for (int i = 0; i < 2000 && tokens < 10; ++i) {
@@ -289,7 +283,7 @@ TEST_F(DaemonEngineTest, APrefixLoadWaitsForRoomBesideRunningSequences) {
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(d->blocks->stats().loads, 1);
   for (const RequestOutput& r : *done) EXPECT_EQ(r.preemptions, 0) << "request " << r.id;
-  ExpectServedFromBelow(*done, again, first);
+  ExpectServedFromBelow(*done, again, first_);
   EXPECT_TRUE(d->blocks->status().ok()) << d->blocks->status();
 }
 

@@ -83,8 +83,8 @@ engine::EngineOptions Options(const ServeFlags& f, int64_t max_model_len) {
 
 // --lowest-prefix-tier's tier ("t0".."t3").
 absl::StatusOr<Tier> TierNamed(const std::string& name) {
-  for (const Tier t : {Tier::kT0, Tier::kT1, Tier::kT2, Tier::kT3}) {
-    if (name == fmt::format("t{}", static_cast<int>(t))) return t;
+  for (int i = 0; i < kNumTiers; ++i) {
+    if (name == fmt::format("t{}", i)) return TierAt(i);
   }
   return absl::InvalidArgumentError(
       fmt::format("--lowest-prefix-tier: '{}' is not t0, t1, t2 or t3", name));
