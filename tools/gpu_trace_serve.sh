@@ -73,6 +73,15 @@ for name, keep in (("mostly cached", mostly),
     print("  %-13s by the tiers: %2d requests, TTFT p50 GPU-only %.2f s, tiers %.2f s; cached GPU-only %d, tiers %d"
           % (name, len(idx), p50(gpu[i]["ttft_s"] for i in idx), p50(tiers[i]["ttft_s"] for i in idx),
              sum(gpu[i]["cached_tokens"] for i in idx), sum(tiers[i]["cached_tokens"] for i in idx)))
+# The slowest first tokens with the tiers, each beside the same request on the private pool:
+# what it found where, and how often each run preempted it (usage.kvtier_preemptions).
+pre = lambda t: t.get("preemptions") if t.get("preemptions") is not None else "?"
+slow = sorted(range(len(tiers)), key=lambda i: -(tiers[i]["ttft_s"] or 0))[:5]
+for i in slow:
+    t, g = tiers[i], gpu[i]
+    src = " ".join("%s %d" % (k, v) for k, v in t.get("cached_from", {}).items() if v)
+    print("  slow #%d at %.2f s, %d prompt tokens: TTFT GPU-only %.2f s (preempted %s), tiers %.2f s (preempted %s, cached %s)"
+          % (i, t["at_s"], t["prompt_tokens"], g["ttft_s"] or -1, pre(g), t["ttft_s"] or -1, pre(t), src or "none"))
 PY
 }
 # The private pool's run, files suffixed with $1.

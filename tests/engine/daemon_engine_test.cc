@@ -207,14 +207,27 @@ TEST_F(DaemonEngineTest, APrefixFromT2LoadsWhileTheRunningRequestDecodes) {
 }
 
 // With lowest_prefix_tier T1 a prefix the daemon has only in T2 is computed, not loaded (the
-// knob for a disk that reads slower than the model computes): the same tokens, no load.
-TEST_F(DaemonEngineTest, APrefixBelowTheLowestPrefixTierIsComputed) {
+// knob for a disk that reads slower than the model computes): the same tokens, no load. The
+// blocks computed again are published into T1 beside their T2 copies, so the next request that
+// shares the prefix finds it in T1.
+TEST_F(DaemonEngineTest, APrefixBelowTheLowestPrefixTierIsComputedThenFoundInT1) {
   ASSERT_NO_FATAL_FAILURE(StartSpilled(Tier::kT1));
+  const int64_t published = spilled_engine_.blocks->stats().published;
   const std::vector<RequestOutput> again = RunAll(*spilled_engine_.engine, {spilled_}, 4);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].tokens, first_.tokens);
   EXPECT_EQ(again[0].prompt_cached_from[3], 0) << "nothing taken from T2";
   EXPECT_EQ(spilled_engine_.blocks->stats().loads, 0);
+  EXPECT_GE(spilled_engine_.blocks->stats().published - published,
+            (again[0].prompt_tokens - 1) / kBlockTokens)
+      << "published beside T2's copies";
+  const std::vector<RequestOutput> third = RunAll(*spilled_engine_.engine, {spilled_}, 4);
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(third[0].tokens, first_.tokens);
+  EXPECT_EQ(third[0].prompt_cached_from[3], 0);
+  EXPECT_GE(third[0].prompt_cached_from[2],
+            (third[0].prompt_tokens - 1) / kBlockTokens * kBlockTokens)
+      << "the whole prefix from T1";
   EXPECT_TRUE(spilled_engine_.blocks->status().ok()) << spilled_engine_.blocks->status();
 }
 

@@ -517,11 +517,12 @@ TEST_F(ServeBenchTest, UsageCountsAreKeptByTierAndBadOnesCountAsMissing) {
   const std::string by_tier =
       "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":2,"
       "\"prompt_tokens_details\":{\"cached_tokens\":4,\"kvtier_cached_from\":{\"engine\":0,"
-      "\"t0\":1,\"t1\":2,\"t2\":1,\"t3\":0}}}}\n\n";
+      "\"t0\":1,\"t1\":2,\"t2\":1,\"t3\":0}},\"kvtier_preemptions\":3}}\n\n";
   const std::string wrong_types =
       "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":\"8\",\"completion_tokens\":2,"
       "\"prompt_tokens_details\":{\"cached_tokens\":1e300,\"kvtier_cached_from\":{\"t1\":"
-      "[1],\"t2\":18446744073709551615,\"t0\":-5,\"t3\":1099511627777}}}}\n\n";
+      "[1],\"t2\":18446744073709551615,\"t0\":-5,\"t3\":1099511627777}},"
+      "\"kvtier_preemptions\":-1}}\n\n";
   const std::string unusable =
       "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":-0.5,"
       "\"prompt_tokens_details\":\"none\"}}\n\n";
@@ -547,6 +548,9 @@ TEST_F(ServeBenchTest, UsageCountsAreKeptByTierAndBadOnesCountAsMissing) {
   EXPECT_EQ(req[1]["cached_from"],
             Json({{"engine", 0}, {"t0", 0}, {"t1", 0}, {"t2", 0}, {"t3", 0}}));
   EXPECT_EQ(req[1]["cached_tokens"], 0);
+  EXPECT_EQ(req[0]["preemptions"], 3);
+  EXPECT_TRUE(req[1]["preemptions"].is_null()) << "a negative count is no count";
+  EXPECT_TRUE(req[2]["preemptions"].is_null()) << "none given";
 }
 
 TEST_F(ServeBenchTest, BrokenStreamsAreCountedAndMissingMetricsAreSaidNotFatal) {

@@ -637,6 +637,7 @@ TEST_F(ServeTest, WithADaemonARepeatedPromptIsCountedAsServedFromT1) {
     EXPECT_EQ(u["prompt_tokens_details"]["kvtier_cached_from"],
               Json({{"engine", 0}, {"t0", 0}, {"t1", cached[run]}, {"t2", 0}, {"t3", 0}}))
         << u.dump();
+    EXPECT_EQ(u["kvtier_preemptions"], 0) << u.dump();
   }
   EXPECT_EQ(cached[0], 0);
   EXPECT_GE(cached[1], prompt_tokens[1] - 16);

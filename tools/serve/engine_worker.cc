@@ -175,7 +175,8 @@ void EngineWorker::OnFinished(const engine::RequestOutput& out) {
                      .prompt_tokens = out.prompt_tokens,
                      .completion_tokens = a.tokens,
                      .cached_tokens = cached,
-                     .cached_from = out.prompt_cached_from});
+                     .cached_from = out.prompt_cached_from,
+                     .preemptions = out.preemptions});
 }
 
 void EngineWorker::FailAll(const absl::Status& status) {

@@ -14,11 +14,12 @@ std::string Event(const Json& j) { return "data: " + Dump(j) + "\n\n"; }
 Json Usage(const Completion& c) {
   const auto& f = c.cached_from;
   const Json from = {{"engine", f[0]}, {"t0", f[1]}, {"t1", f[2]}, {"t2", f[3]}, {"t3", f[4]}};
-  return {{"prompt_tokens", c.prompt_tokens},
-          {"completion_tokens", c.completion_tokens},
-          {"total_tokens", c.prompt_tokens + c.completion_tokens},
-          {"prompt_tokens_details",
-           {{"cached_tokens", c.cached_tokens}, {"kvtier_cached_from", from}}}};
+  return {
+      {"prompt_tokens", c.prompt_tokens},
+      {"completion_tokens", c.completion_tokens},
+      {"total_tokens", c.prompt_tokens + c.completion_tokens},
+      {"prompt_tokens_details", {{"cached_tokens", c.cached_tokens}, {"kvtier_cached_from", from}}},
+      {"kvtier_preemptions", c.preemptions}};
 }
 
 bool Chat(const ResponseHead& head) { return head.endpoint == Endpoint::kChatCompletions; }

@@ -9,7 +9,8 @@
 // usage: {"prompt_tokens", "completion_tokens", "total_tokens",
 //         "prompt_tokens_details": {"cached_tokens", "kvtier_cached_from"}}; kvtier_cached_from
 // (an extension: clients ignore unknown fields) splits cached_tokens by where the cache held them:
-// {"engine": this server's own pool, "t0", "t1", "t2", "t3": kvtierd's tiers}.
+// {"engine": this server's own pool, "t0", "t1", "t2", "t3": kvtierd's tiers}. usage also has
+// "kvtier_preemptions" (an extension too): how many times the engine preempted the request.
 // Every body is dumped with invalid UTF-8 replaced, so a response is always valid JSON.
 #pragma once
 

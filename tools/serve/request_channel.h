@@ -29,6 +29,7 @@ struct Completion {
   // cached_tokens by where the cache held them: this engine's own pool, T0, T1, T2, T3 (the
   // engine's CacheSource order).
   std::array<int64_t, 5> cached_from{};
+  int32_t preemptions = 0;  // times the engine preempted it (its blocks offloaded, then resumed)
 };
 
 class RequestChannel {

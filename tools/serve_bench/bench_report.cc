@@ -249,6 +249,7 @@ std::string RequestLines(const std::vector<SentRequest>& sent, const DriverResul
                 {"t1", s.cached_from[2]},
                 {"t2", s.cached_from[3]},
                 {"t3", s.cached_from[4]}}},
+              {"preemptions", s.preemptions >= 0 ? Json(s.preemptions) : Json(nullptr)},
               {"finish_reason", s.finish_reason}};
     out += j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   }

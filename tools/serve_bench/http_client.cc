@@ -117,6 +117,7 @@ class SseReader {
     r_->cached_from = {};  // a later usage event replaces an earlier one whole
     r_->prompt_tokens = Count(usage, "prompt_tokens", -1);
     r_->completion_tokens = Count(usage, "completion_tokens", -1);
+    r_->preemptions = Count(usage, "kvtier_preemptions", -1);
     const auto details = usage.find("prompt_tokens_details");
     const bool has = details != usage.end() && details->is_object();
     r_->cached_tokens = has ? Count(*details, "cached_tokens", 0) : 0;

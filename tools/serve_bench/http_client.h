@@ -41,6 +41,7 @@ struct StreamResult {
   // usage.prompt_tokens_details.kvtier_cached_from (kvtier serve's split of cached_tokens by
   // where the cache held them): engine, T0, T1, T2, T3; zeros when the server gives none.
   std::array<int64_t, 5> cached_from{};
+  int64_t preemptions = -1;  // usage.kvtier_preemptions (kvtier serve's); -1: none given
   std::string finish_reason;
 
   bool ok() const { return error_kind.empty(); }
