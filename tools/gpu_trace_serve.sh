@@ -19,12 +19,14 @@
 # then a kvtierd run for each ';'-separated set of `kvtier serve` flags, each compared with that
 # one run (a device call's budget goes further), e.g.
 #   VARIANTS=";--room-patience-steps 0;--lowest-prefix-tier t1" tools/gpu_trace_serve.sh ...
-# (the first, empty, is the defaults). Needs ~60 GiB of disk beside /tmp.
+# (the first, empty, is the defaults). TIME_SCALE (environment, default 0.25): serve-bench's
+# --time-scale, the load (0.5 with DURATION_S 120 replays the same 240 s of the trace at half the
+# rate). Needs ~60 GiB of disk beside /tmp.
 set -euo pipefail
 bin=$1 model=$2 trace=$3 out=$4 duration=${5:-60} runs=${6:-1}
 export LD_LIBRARY_PATH="$bin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
-bench=(--trace "$trace" --sample-conversations 8 --duration "$duration" --time-scale 0.25
+bench=(--trace "$trace" --sample-conversations 8 --duration "$duration" --time-scale "${TIME_SCALE:-0.25}"
   --max-prompt-tokens 16384 --max-output-tokens 256 --max-in-flight 64 --read-timeout 300
   --progress 30 --json)
 wait_http() {
