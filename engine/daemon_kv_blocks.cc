@@ -221,7 +221,10 @@ int64_t DaemonKvBlocks::CachedPrefixBlocks(Sequence& seq) {
   if (keys == nullptr) return 0;
   const auto wanted = absl::MakeConstSpan(*keys).subspan(0, static_cast<size_t>(limit));
   absl::StatusOr<client::LookupResult> where;
-  if (Fresh(st)) {
+  // An older answer whose hit is all in the pool's tier is asked again: a block evicted since
+  // would be promoted by the lease below, on this thread (a disk read, from T2), where the
+  // loader exists to do it. (What stays is the one round trip between this lookup and the lease.)
+  if (Fresh(st) && (loader_ == nullptr || st.looked_step == step_ || !HitInPool(*st.looked))) {
     where = *st.looked;  // a recent answer (LookAhead's, or ours while the prefix waited)
   } else {
     ++stats_.lookups;
@@ -334,6 +337,14 @@ int64_t DaemonKvBlocks::LeaseRun(State& st, absl::Span<const BlockKey> keys,
 int64_t DaemonKvBlocks::LookupLimit(const Sequence& seq) const {
   return std::min<int64_t>((seq.num_tokens() - 1) / block_tokens_,
                            static_cast<int64_t>(kMaxPerCall));
+}
+
+bool DaemonKvBlocks::HitInPool(const client::LookupResult& where) const {
+  const size_t run = UsableRun(where);
+  for (size_t i = 0; i < run; ++i) {
+    if ((where.tiers[i] & TierBit(options_.tier)) == 0) return false;
+  }
+  return run > 0;
 }
 
 bool DaemonKvBlocks::Fresh(const State& st) const {

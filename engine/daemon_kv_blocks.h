@@ -180,7 +180,8 @@ class DaemonKvBlocks final : public KvBlocks {
     std::vector<CacheSource> pending_from;  // where the lookup found each of them
     // The last lookup's answer (LookAhead's or CachedPrefixBlocks'), in step looked_step: used
     // for kLookupFreshSteps steps (a hint; the lease checks again), dropped once a lease or load
-    // starts from it.
+    // starts from it. With a loader, an answer from an earlier step that says the hit is all in
+    // the pool's tier is not used for the lease: asked again first (CachedPrefixBlocks).
     std::optional<client::LookupResult> looked;
     uint64_t looked_step = 0;
     uint64_t load_ticket = 0;             // the loader's job for the prefix, or 0
@@ -207,6 +208,9 @@ class DaemonKvBlocks final : public KvBlocks {
   bool RoomToLoad(int64_t slots) const;
   // Whether st.looked is recent enough to use (kLookupFreshSteps).
   bool Fresh(const State& st) const;
+  // Whether a lookup's usable hit is non-empty and all in the pool's tier already (a lease, no
+  // load).
+  bool HitInPool(const client::LookupResult& where) const;
   // Hashes and publishes what Commit queued (EndStep, and Release before it gives slots back).
   void PublishQueued();
   // Gives back sequence id's leased prefix that no admission took.

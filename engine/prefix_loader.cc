@@ -40,8 +40,13 @@ void PrefixLoader::Finish(uint64_t ticket) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(ticket);
   if (it == jobs_.end() || it->second.finished) return;
+  if (auto q = std::find(queue_.begin(), queue_.end(), ticket); q != queue_.end()) {
+    queue_.erase(q);  // not started: nothing to read, nothing leased
+    jobs_.erase(it);
+    return;
+  }
   if (!it->second.result.done) {
-    it->second.finished = true;  // still queued or in flight: the thread gives its leases back
+    it->second.finished = true;  // in flight: the thread gives its leases back when it ends
     return;
   }
   to_release_.insert(to_release_.end(), it->second.leased.begin(), it->second.leased.end());
@@ -51,6 +56,11 @@ void PrefixLoader::Finish(uint64_t ticket) {
 int64_t PrefixLoader::jobs_started() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(next_ticket_ - 1);
+}
+
+int64_t PrefixLoader::jobs_sent() const {
+  absl::MutexLock lock(&mu_);
+  return jobs_sent_;
 }
 
 void PrefixLoader::Loop() {
@@ -70,6 +80,7 @@ void PrefixLoader::Loop() {
         ticket = queue_.front();
         queue_.pop_front();
         keys = jobs_[ticket].keys;
+        ++jobs_sent_;
       }
     }
     GiveBack(release);

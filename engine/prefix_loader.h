@@ -53,11 +53,13 @@ class PrefixLoader {
   };
   // Precondition: `ticket` is not finished.
   Result Poll(uint64_t ticket);
-  // Forgets the job and gives its leases back (now, or when its request ends).
+  // Forgets the job and gives its leases back (now, or when its request ends). A job still queued
+  // behind another is dropped unsent: a cancelled load reads nothing and delays no other.
   void Finish(uint64_t ticket);
 
-  // Jobs started so far (tests, logs).
+  // Jobs started so far, and of those the ones whose request went to the daemon (tests, logs).
   int64_t jobs_started() const;
+  int64_t jobs_sent() const;
 
  private:
   struct Job {
@@ -78,6 +80,7 @@ class PrefixLoader {
   std::deque<uint64_t> queue_ ABSL_GUARDED_BY(mu_);               // jobs to run, in order
   std::vector<BlockKey> to_release_ ABSL_GUARDED_BY(mu_);         // leases to give back
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t jobs_sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   std::thread thread_;  // last: started when the rest is ready
 };

@@ -7,6 +7,7 @@
 #include "engine/daemon_engine.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <memory>
@@ -16,6 +17,7 @@
 
 #include "engine/cpu_backend.h"
 #include "engine/gpu_backend.h"
+#include "engine/prefix_loader.h"
 #include "kernels/gpu_runtime.h"
 #include "tests/daemon/kvtierd_process.h"
 #include "tests/daemon/kvtierd_test_util.h"
@@ -229,6 +231,72 @@ TEST_F(DaemonEngineTest, APrefixBelowTheLowestPrefixTierIsComputedThenFoundInT1)
             (third[0].prompt_tokens - 1) / kBlockTokens * kBlockTokens)
       << "the whole prefix from T1";
   EXPECT_TRUE(spilled_engine_.blocks->status().ok()) << spilled_engine_.blocks->status();
+}
+
+// With the loader, a lookup from an earlier step that found a prefix all in the engine's tier is
+// asked again before the lease that would take it: here another engine pushed the prefix down to
+// T2 in between, and it is loaded on the loader's thread, not promoted by a lease on the engine's
+// (a disk read in the engine loop).
+TEST_F(DaemonEngineTest, AnOlderLookupIsAskedAgainBeforeALeaseThatWouldReadTheDisk) {
+  auto model = CpuModel::Load(kModel);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false, "512KiB"));  // 64 slots: 17 x 12 blocks spill
+  auto a = CreateDaemonEngine(model->get(), nullptr, Options("a"));
+  ASSERT_TRUE(a.ok()) << a.status() << "\n" << daemon_->Log();
+  const std::vector<int32_t> prompt = Prompt(200, 100);
+  RunAll(*a->engine, {prompt}, 4);  // its 12 full blocks in T1, unleased
+  RequestOptions o;
+  o.max_tokens = 4;
+  Sequence seq(uint64_t{1} << 40, prompt, o);  // an id the engine never gives
+  Sequence* const waiting[] = {&seq};
+  a->blocks->LookAhead(waiting);  // all 12 in T1
+  a->blocks->EndStep();           // a step later
+  auto b = CreateDaemonEngine(model->get(), nullptr, Options("b"));
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (int32_t s = 1; s < 18; ++s) RunAll(*b->engine, {Prompt(200, 100 + s)}, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the evictor's last moves
+  EXPECT_EQ(a->blocks->CachedPrefixBlocks(seq), KvBlocks::kPrefixLoading)
+      << "loaded on the loader, not leased on the engine's thread";
+  EXPECT_EQ(a->blocks->stats().loads, 1);
+  a->blocks->Release(seq);
+  EXPECT_TRUE(a->blocks->status().ok()) << a->blocks->status();
+}
+
+// A load given up while it is queued behind another (PrefixLoader::Finish: its request ended) is
+// never sent: it reads nothing and delays no later load. The daemon is paused (SIGSTOP) so the
+// first load is certainly in flight while the second waits.
+TEST_F(DaemonEngineTest, ALoadGivenUpBeforeItsTurnIsNeverSent) {
+  ASSERT_NO_FATAL_FAILURE(Start("8KiB", false));
+  client::ClientOptions co;
+  co.socket_path = daemon_->socket_path();
+  co.client_name = "loader";
+  co.ns.model_id = "prefix-loader-test";
+  auto c = client::Client::Connect(co);
+  ASSERT_TRUE(c.ok()) << c.status();
+  PrefixLoader loader(std::move(*c), Tier::kT1);
+  auto done = [&loader](uint64_t t) {
+    for (int i = 0; i < 1000 && !loader.Poll(t).done; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return loader.Poll(t).done;
+  };
+  ASSERT_EQ(::kill(daemon_->pid(), SIGSTOP), 0);
+  const uint64_t first = loader.Start({BlockKey{1, 1}});
+  for (int i = 0; i < 1000 && loader.jobs_sent() < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(loader.jobs_sent(), 1) << "the first load is in flight";
+  const uint64_t given_up = loader.Start({BlockKey{2, 2}});
+  loader.Finish(given_up);
+  ASSERT_EQ(::kill(daemon_->pid(), SIGCONT), 0);
+  EXPECT_TRUE(done(first));
+  const uint64_t last = loader.Start({BlockKey{3, 3}});  // behind where the given-up one was
+  EXPECT_TRUE(done(last));
+  EXPECT_EQ(loader.Poll(last).run, 0u) << "no such block";
+  EXPECT_EQ(loader.jobs_started(), 3);
+  EXPECT_EQ(loader.jobs_sent(), 2) << "the given-up load was sent";
+  loader.Finish(first);
+  loader.Finish(last);
 }
 
 // While a prefix found in T2 is promoted on the loader, a short request that came after it is
