@@ -42,7 +42,8 @@ summary() {
   python3 - "$1" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); m = r["metrics"]
-print(sys.argv[1], "wall %.1f s" % r["wall_s"], "TTFT p50/p99 %.2f/%.2f s" % (r["ttft_s"]["p50"], r["ttft_s"]["p99"]),
+t = r["ttft_s"]
+print(sys.argv[1], "wall %.1f s" % r["wall_s"], "TTFT p50/p90/p99 %.2f/%.2f/%.2f s, mean %.2f s" % (t["p50"], t["p90"], t["p99"], t["mean"]),
       "out tok/s %.0f" % r["output_tokens_per_s"], "cached %d of %d" % (r["cached_tokens"], r["ideal_cached_tokens"]),
       "preemptions", m["series"].get("kvtier_serve_preemptions_total"), m["prompt_tokens_by_source"])
 part = lambda p: m["series"].get('kvtier_serve_engine_seconds_total{part="%s"}' % p, 0)
