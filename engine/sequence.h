@@ -41,6 +41,9 @@ enum class SequenceStatus { kWaiting, kRunning, kFinished };
 enum class CacheSource : uint8_t { kEngine = 0, kT0 = 1, kT1 = 2, kT2 = 3, kT3 = 4 };
 inline constexpr size_t kCacheSources = 5;
 using CachedBySource = std::array<int64_t, kCacheSources>;
+// By CacheSource: the names metrics and usage give each source.
+inline constexpr std::array<const char*, kCacheSources> kCacheSourceNames = {"engine", "t0", "t1",
+                                                                             "t2", "t3"};
 
 enum class FinishReason {
   kNone,       // not finished

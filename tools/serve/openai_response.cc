@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/sequence.h"
+
 namespace kvtier::serve {
 namespace {
 
@@ -12,8 +14,9 @@ std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 std::string Event(const Json& j) { return "data: " + Dump(j) + "\n\n"; }
 
 Json Usage(const Completion& c) {
-  const auto& f = c.cached_from;
-  const Json from = {{"engine", f[0]}, {"t0", f[1]}, {"t1", f[2]}, {"t2", f[3]}, {"t3", f[4]}};
+  Json from = Json::object();
+  for (size_t i = 0; i < engine::kCacheSources; ++i)
+    from[engine::kCacheSourceNames[i]] = c.cached_from[i];
   return {
       {"prompt_tokens", c.prompt_tokens},
       {"completion_tokens", c.completion_tokens},

@@ -7,7 +7,6 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -17,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status.h"
+#include "engine/sequence.h"
 
 namespace kvtier::serve {
 
@@ -28,7 +28,7 @@ struct Completion {
   int64_t cached_tokens = 0;  // prompt tokens taken from the prefix cache
   // cached_tokens by where the cache held them: this engine's own pool, T0, T1, T2, T3 (the
   // engine's CacheSource order).
-  std::array<int64_t, 5> cached_from{};
+  engine::CachedBySource cached_from{};
   int32_t preemptions = 0;  // times the engine preempted it (its blocks offloaded, then resumed)
 };
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "engine/chat_template.h"
 #include "engine/cpu_backend.h"
 #include "engine/cpu_model.h"
@@ -81,10 +82,13 @@ engine::EngineOptions Options(const ServeFlags& f, int64_t max_model_len) {
   return options;
 }
 
-// --lowest-prefix-tier's tier ("t0".."t3").
+static_assert(ServeFlags{}.room_patience_steps == engine::kDefaultRoomPatienceSteps);
+
+// --lowest-prefix-tier's tier ("t0".."t3": TierName, lower case).
 absl::StatusOr<Tier> TierNamed(const std::string& name) {
   for (int i = 0; i < kNumTiers; ++i) {
-    if (name == fmt::format("t{}", i)) return TierAt(i);
+    const std::string_view tier = TierName(TierAt(i));
+    if (absl::EqualsIgnoreCase(absl::string_view(tier.data(), tier.size()), name)) return TierAt(i);
   }
   return absl::InvalidArgumentError(
       fmt::format("--lowest-prefix-tier: '{}' is not t0, t1, t2 or t3", name));
@@ -92,7 +96,6 @@ absl::StatusOr<Tier> TierNamed(const std::string& name) {
 
 // The engine over kvtierd's slots (engine/daemon_engine.h): the CPU backend attends in T1, the
 // GPU backend in T0.
-
 absl::StatusOr<std::unique_ptr<engine::LlmEngine>> CreateDaemonEngine(const ServeFlags& f,
                                                                       Loaded& m,
                                                                       int64_t max_model_len) {

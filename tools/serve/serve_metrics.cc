@@ -14,8 +14,6 @@ namespace {
 
 constexpr const char* kOutcomeNames[kNumOutcomes] = {"stop", "length", "cancelled", "failed",
                                                      "rejected"};
-// By engine::CacheSource.
-constexpr const char* kSourceNames[engine::kCacheSources] = {"engine", "t0", "t1", "t2", "t3"};
 static_assert(static_cast<size_t>(engine::CacheSource::kEngine) == 0 &&
               static_cast<size_t>(engine::CacheSource::kT0) == 1 &&
               static_cast<size_t>(engine::CacheSource::kT1) == 2 &&
@@ -69,7 +67,7 @@ ServeMetrics::ServeMetrics() : registry_(std::make_shared<prometheus::Registry>(
                      .Register(r);
   prompt_computed_ = &prompt.Add({{"source", "computed"}});
   for (size_t i = 0; i < engine::kCacheSources; ++i)
-    prompt_cached_[i] = &prompt.Add({{"source", kSourceNames[i]}});
+    prompt_cached_[i] = &prompt.Add({{"source", engine::kCacheSourceNames[i]}});
   generation_tokens_ = &prometheus::BuildCounter()
                             .Name("kvtier_serve_generation_tokens_total")
                             .Help("Tokens generated")

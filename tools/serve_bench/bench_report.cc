@@ -228,6 +228,10 @@ std::string RequestLines(const std::vector<SentRequest>& sent, const DriverResul
   for (size_t i = 0; i < sent.size(); ++i) {
     const SentRequest& q = sent[i];
     const StreamResult& s = result.results[i];
+    Json from = Json::object();
+    for (size_t k = 0; k < engine::kCacheSources; ++k) {
+      from[engine::kCacheSourceNames[k]] = s.cached_from[k];
+    }
     Json j = {{"index", i},
               {"line", q.line},
               {"at_s", q.at_s},
@@ -243,12 +247,7 @@ std::string RequestLines(const std::vector<SentRequest>& sent, const DriverResul
               {"latency_s", s.latency_s},
               {"completion_tokens", s.completion_tokens},
               {"cached_tokens", s.cached_tokens},
-              {"cached_from",
-               {{"engine", s.cached_from[0]},
-                {"t0", s.cached_from[1]},
-                {"t1", s.cached_from[2]},
-                {"t2", s.cached_from[3]},
-                {"t3", s.cached_from[4]}}},
+              {"cached_from", std::move(from)},
               {"preemptions", s.preemptions >= 0 ? Json(s.preemptions) : Json(nullptr)},
               {"finish_reason", s.finish_reason}};
     out += j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";

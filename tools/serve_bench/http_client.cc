@@ -123,9 +123,8 @@ class SseReader {
     r_->cached_tokens = has ? Count(*details, "cached_tokens", 0) : 0;
     const auto from = has ? details->find("kvtier_cached_from") : usage.end();
     if (!has || from == details->end() || !from->is_object()) return;
-    static constexpr const char* kSources[] = {"engine", "t0", "t1", "t2", "t3"};
     for (size_t i = 0; i < r_->cached_from.size(); ++i) {
-      r_->cached_from[i] = Count(*from, kSources[i], 0);
+      r_->cached_from[i] = Count(*from, engine::kCacheSourceNames[i], 0);
     }
   }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/sequence.h"
 
 namespace kvtier::serve_bench {
 
@@ -40,7 +41,7 @@ struct StreamResult {
   int64_t prompt_tokens = -1, completion_tokens = -1, cached_tokens = -1;  // -1: no usage
   // usage.prompt_tokens_details.kvtier_cached_from (kvtier serve's split of cached_tokens by
   // where the cache held them): engine, T0, T1, T2, T3; zeros when the server gives none.
-  std::array<int64_t, 5> cached_from{};
+  engine::CachedBySource cached_from{};
   int64_t preemptions = -1;  // usage.kvtier_preemptions (kvtier serve's); -1: none given
   std::string finish_reason;
 
